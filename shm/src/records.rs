@@ -1,0 +1,77 @@
+//! The records agents put in their rings: one or two 16-byte units, cheap to write on a
+//! probe's hot path. Unit 0 is `time: u64, head: u32, arg: u32`, where `head` packs the
+//! kind (bits 0-7), the number of extra units (bits 8-15) and a 16-bit `aux` field.
+//! The collector turns them into `sonda_trace` records.
+
+/// Entered method or region `arg`.
+pub const ENTER: u8 = 1;
+/// Left method or region `arg` normally.
+pub const LEAVE: u8 = 2;
+/// Left method `arg` by throwing.
+pub const LEAVE_EXCEPTION: u8 = 3;
+/// A Java thread started (its name is in the metadata log).
+pub const THREAD_START: u8 = 4;
+/// A Java thread ended.
+pub const THREAD_END: u8 = 5;
+/// The JVM (or C API) of the slot's process is ready.
+pub const VM_INIT: u8 = 6;
+/// The JVM is shutting down.
+pub const VM_DEATH: u8 = 7;
+/// A garbage collection started.
+pub const GC_START: u8 = 8;
+/// A garbage collection finished.
+pub const GC_END: u8 = 9;
+/// Contended monitor enter; `arg` is the monitor class id.
+pub const MONITOR_CONTENDED: u8 = 10;
+/// Contended monitor entered; `arg` is the monitor class id.
+pub const MONITOR_ENTERED: u8 = 11;
+/// Entered native function; one extra unit holds its address.
+pub const FUNC_ENTER: u8 = 12;
+/// Left native function; one extra unit holds its address.
+pub const FUNC_LEAVE: u8 = 13;
+/// Typed user event: `arg` is the type; one extra unit holds the value.
+pub const USER: u8 = 14;
+
+/// Packs a record head.
+#[inline(always)]
+pub const fn head(kind: u8, extra_units: u8, aux: u16) -> u32 {
+    kind as u32 | (extra_units as u32) << 8 | (aux as u32) << 16
+}
+
+/// One decoded ring record.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RingRecord {
+    /// Raw timestamp, on the clock the header names.
+    pub time: u64,
+    /// Record kind.
+    pub kind: u8,
+    /// The `aux` field.
+    pub aux: u16,
+    /// The `arg` field.
+    pub arg: u32,
+    /// The first extra unit's first 8 bytes, if any.
+    pub extra: u64,
+}
+
+/// Decodes drained ring bytes (whole units). Stops at a record whose extra units are
+/// not all there, which a correct producer never leaves.
+pub fn decode(bytes: &[u8]) -> impl Iterator<Item = RingRecord> + '_ {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        if pos + 16 > bytes.len() {
+            return None;
+        }
+        let u = &bytes[pos..pos + 16];
+        let time = u64::from_le_bytes(u[0..8].try_into().unwrap());
+        let h = u32::from_le_bytes(u[8..12].try_into().unwrap());
+        let arg = u32::from_le_bytes(u[12..16].try_into().unwrap());
+        let extra_units = ((h >> 8) & 0xff) as usize;
+        let end = pos + 16 * (1 + extra_units);
+        if end > bytes.len() {
+            return None;
+        }
+        let extra = if extra_units > 0 { u64::from_le_bytes(bytes[pos + 16..pos + 24].try_into().unwrap()) } else { 0 };
+        pos = end;
+        Some(RingRecord { time, kind: (h & 0xff) as u8, aux: (h >> 16) as u16, arg, extra })
+    })
+}

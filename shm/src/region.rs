@@ -1,0 +1,430 @@
+//! The mapped file and the lock-free protocol on it.
+//!
+//! Each thread that records owns one slot: a single-producer single-consumer ring of
+//! bytes with monotonically increasing `write` and `read` counters. The producer never
+//! waits: when the ring lacks room it counts a drop and returns. The consumer (the
+//! collector) copies `[read, write)` out and then advances `read`. Release/acquire on the
+//! counters orders the data bytes, which each side touches only in its own range.
+//!
+//! The metadata log is append-only: writers reserve space with one `fetch_add` and
+//! publish a record by storing its length last; the reader stops at the first record not
+//! yet published. It never wraps, so nothing in it is lost once written, and it is never
+//! on a probe's hot path (class loading, thread start).
+
+use std::fs::OpenOptions;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use memmap2::MmapRaw;
+
+use crate::layout::{hdr, slot, Clock, Geometry, SlotState, CONFIG_LEN, HEADER_LEN, MAGIC, SLOT_HEADER_LEN, UNIT, VERSION};
+
+/// Why an agent could not use a shared file.
+#[derive(Debug)]
+pub enum OpenError {
+    /// It could not be opened or mapped.
+    Io(io::Error),
+    /// It is not a sonda buffer file, or of another layout version.
+    Layout(&'static str),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Io(e) => write!(f, "{e}"),
+            OpenError::Layout(what) => write!(f, "not a usable sonda buffer file: {what}"),
+        }
+    }
+}
+
+/// A mapped buffer file.
+pub struct Region {
+    map: MmapRaw,
+    geo: Geometry,
+}
+
+// SAFETY: all shared mutation goes through atomics or through ring ranges that the
+// SPSC protocol gives to exactly one side at a time.
+unsafe impl Sync for Region {}
+// SAFETY: as above; the mapping itself may move between threads.
+unsafe impl Send for Region {}
+
+impl Region {
+    /// Creates the file at `path` (the collector's side), sized for `geo`, with the given
+    /// clock and configuration text for agents.
+    pub fn create(path: &Path, geo: Geometry, clock: Clock, config: &str) -> io::Result<Region> {
+        if !geo.valid() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "invalid buffer geometry"));
+        }
+        if config.len() > CONFIG_LEN {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "agent configuration too long (over 64 KiB)"));
+        }
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        // Sparse: only touched pages use memory.
+        file.set_len(geo.file_len() as u64)?;
+        let map = MmapRaw::map_raw(&file)?;
+        let region = Region { map, geo };
+        // SAFETY: the file was just created by us and is not yet shared; the ranges are
+        // inside the mapping (HEADER_LEN + CONFIG_LEN <= file_len).
+        unsafe {
+            let base = region.map.as_mut_ptr();
+            std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), base.add(hdr::MAGIC), 8);
+            std::ptr::copy_nonoverlapping(config.as_ptr(), base.add(HEADER_LEN), config.len());
+        }
+        region.u32(hdr::VERSION).store(VERSION, Ordering::Relaxed);
+        region.u32(hdr::SLOT_COUNT).store(geo.slots, Ordering::Relaxed);
+        region.u32(hdr::RING_LEN).store(geo.ring_len, Ordering::Relaxed);
+        region.u32(hdr::CLOCK).store(clock as u32, Ordering::Relaxed);
+        region.u64(hdr::META_LEN).store(geo.meta_len, Ordering::Relaxed);
+        region.u32(hdr::CONFIG_USED).store(config.len() as u32, Ordering::Relaxed);
+        region.u32(hdr::NEXT_METHOD_ID).store(1, Ordering::Relaxed);
+        region.u32(hdr::NEXT_CLASS_ID).store(1, Ordering::Relaxed);
+        region.u32(hdr::COLLECTOR_PID).store(std::process::id(), Ordering::Release);
+        Ok(region)
+    }
+
+    /// Maps an existing file (an agent's side) and checks its layout.
+    pub fn open(path: &Path) -> Result<Region, OpenError> {
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(OpenError::Io)?;
+        let len = file.metadata().map_err(OpenError::Io)?.len() as usize;
+        if len < HEADER_LEN + CONFIG_LEN {
+            return Err(OpenError::Layout("file too short"));
+        }
+        let map = MmapRaw::map_raw(&file).map_err(OpenError::Io)?;
+        // SAFETY: the mapping is at least HEADER_LEN long; reading 8 bytes at offset 0.
+        let magic = unsafe { std::slice::from_raw_parts(map.as_ptr(), 8) };
+        if magic != MAGIC {
+            return Err(OpenError::Layout("bad magic"));
+        }
+        let probe = Region { map, geo: Geometry { slots: 0, ring_len: 0, meta_len: 0 } };
+        if probe.u32(hdr::VERSION).load(Ordering::Acquire) != VERSION {
+            return Err(OpenError::Layout("layout version differs: agent and collector are different builds"));
+        }
+        let geo = Geometry {
+            slots: probe.u32(hdr::SLOT_COUNT).load(Ordering::Relaxed),
+            ring_len: probe.u32(hdr::RING_LEN).load(Ordering::Relaxed),
+            meta_len: probe.u64(hdr::META_LEN).load(Ordering::Relaxed),
+        };
+        if !geo.valid() || geo.file_len() > len {
+            return Err(OpenError::Layout("geometry does not fit the file"));
+        }
+        let region = Region { map: probe.map, geo };
+        region.u32(hdr::ATTACHED).fetch_add(1, Ordering::AcqRel);
+        Ok(region)
+    }
+
+    /// The sizes of this file.
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    /// The clock agents must stamp records with.
+    pub fn clock(&self) -> Clock {
+        match self.u32(hdr::CLOCK).load(Ordering::Relaxed) {
+            1 => Clock::Tsc,
+            _ => Clock::Monotonic,
+        }
+    }
+
+    /// The configuration text the collector left for agents.
+    pub fn config(&self) -> String {
+        let used = (self.u32(hdr::CONFIG_USED).load(Ordering::Acquire) as usize).min(CONFIG_LEN);
+        // SAFETY: the config area is inside the mapping and written only by `create`.
+        let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(HEADER_LEN), used) };
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+
+    fn u32(&self, off: usize) -> &AtomicU32 {
+        debug_assert!(off % 4 == 0 && off + 4 <= self.map.len());
+        // SAFETY: `off` is a 4-aligned offset inside the mapping (page-aligned base), and
+        // the word is only ever accessed atomically by every process sharing the file.
+        unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU32) }
+    }
+
+    fn u64(&self, off: usize) -> &AtomicU64 {
+        debug_assert!(off % 8 == 0 && off + 8 <= self.map.len());
+        // SAFETY: as in `u32`, with 8-byte alignment.
+        unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU64) }
+    }
+
+    // ---- agent side -------------------------------------------------------------------
+
+    /// Takes a free slot for thread `tid` of process `pid`. `None` when every slot is
+    /// taken; the caller then counts its events with [`Region::count_no_slot_drop`].
+    /// Scans the slot table: called once per thread, never on a probe's hot path.
+    pub fn claim(&'static self, pid: u32, tid: u32) -> Option<Producer> {
+        for i in 0..self.geo.slots {
+            let base = self.geo.slot_offset(i);
+            let state = self.u32(base + slot::STATE);
+            if state
+                .compare_exchange(SlotState::Free as u32, SlotState::Claiming as u32, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.u32(base + slot::PID).store(pid, Ordering::Relaxed);
+                self.u32(base + slot::TID).store(tid, Ordering::Relaxed);
+                self.u32(base + slot::GENERATION).fetch_add(1, Ordering::Relaxed);
+                state.store(SlotState::Owned as u32, Ordering::Release);
+                return Some(Producer {
+                    // SAFETY: the slot header and ring lie inside the mapping (geometry
+                    // checked at open); the region is 'static so the pointers stay valid.
+                    header: unsafe { self.map.as_mut_ptr().add(base) },
+                    data: unsafe { self.map.as_mut_ptr().add(base + SLOT_HEADER_LEN) },
+                    mask: u64::from(self.geo.ring_len) - 1,
+                });
+            }
+        }
+        None
+    }
+
+    /// Counts one event lost because its thread has no slot.
+    pub fn count_no_slot_drop(&self) {
+        self.u64(hdr::NO_SLOT_DROPS).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Hands out a new method (or region) id, dense and below 2^31; `None` when exhausted.
+    pub fn next_method_id(&self) -> Option<u32> {
+        let id = self.u32(hdr::NEXT_METHOD_ID).fetch_add(1, Ordering::Relaxed);
+        (id < 1 << 31).then_some(id)
+    }
+
+    /// Hands out a new monitor class id.
+    pub fn next_class_id(&self) -> u32 {
+        self.u32(hdr::NEXT_CLASS_ID).fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether the collector asked agents to stop recording.
+    pub fn stop_requested(&self) -> bool {
+        self.u32(hdr::STOP).load(Ordering::Acquire) != 0
+    }
+
+    /// Appends one metadata record (opaque bytes, at most 16 MiB). Returns false, and
+    /// counts it, when the log is full.
+    pub fn meta_append(&self, bytes: &[u8]) -> bool {
+        let need = (8 + bytes.len()).next_multiple_of(8) as u64;
+        let at = self.u64(hdr::META_NEXT).fetch_add(need, Ordering::Relaxed);
+        if bytes.len() >= 1 << 24 || at + need > self.geo.meta_len {
+            self.u64(hdr::META_DROPS).fetch_add(1, Ordering::Relaxed);
+            if at + need > self.geo.meta_len && at < self.geo.meta_len {
+                // Mark the rest of the log as a hole so the reader stops cleanly.
+                self.u32(self.geo.meta_offset() + at as usize + 4).store(u32::MAX, Ordering::Relaxed);
+                self.u32(self.geo.meta_offset() + at as usize).store(u32::MAX, Ordering::Release);
+            }
+            return false;
+        }
+        let off = self.geo.meta_offset() + at as usize;
+        // SAFETY: [off + 8, off + 8 + len) was reserved for us alone by the fetch_add and
+        // lies inside the log (checked above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_mut_ptr().add(off + 8), bytes.len());
+        }
+        self.u32(off + 4).store(bytes.len() as u32, Ordering::Relaxed);
+        // Publish: the reader takes a non-zero word at `off` as "complete".
+        self.u32(off).store(need as u32, Ordering::Release);
+        true
+    }
+
+    // ---- collector side ---------------------------------------------------------------
+
+    /// Number of slots.
+    pub fn slots(&self) -> u32 {
+        self.geo.slots
+    }
+
+    /// A consistent-enough look at slot `i` (its owner may change right after).
+    pub fn slot_info(&self, i: u32) -> SlotInfo {
+        let base = self.geo.slot_offset(i);
+        let state = SlotState::from_u32(self.u32(base + slot::STATE).load(Ordering::Acquire));
+        SlotInfo {
+            state,
+            pid: self.u32(base + slot::PID).load(Ordering::Relaxed),
+            tid: self.u32(base + slot::TID).load(Ordering::Relaxed),
+            generation: self.u32(base + slot::GENERATION).load(Ordering::Relaxed),
+            dropped: self.u64(base + slot::DROPPED).load(Ordering::Relaxed),
+        }
+    }
+
+    /// Copies every complete record of slot `i` into `out` (appending) and releases the
+    /// space to the producer. Returns the number of bytes copied.
+    pub fn drain(&self, i: u32, out: &mut Vec<u8>) -> usize {
+        let base = self.geo.slot_offset(i);
+        let write = self.u64(base + slot::WRITE).load(Ordering::Acquire);
+        let read_word = self.u64(base + slot::READ);
+        let read = read_word.load(Ordering::Relaxed);
+        let n = write.wrapping_sub(read) as usize;
+        if n == 0 || n > self.geo.ring_len as usize {
+            return 0;
+        }
+        let mask = self.geo.ring_len as usize - 1;
+        let start = read as usize & mask;
+        let first = n.min(self.geo.ring_len as usize - start);
+        // SAFETY: [read, write) belongs to the consumer until `read` is advanced below;
+        // both pieces lie inside the slot's ring.
+        unsafe {
+            let data = self.map.as_ptr().add(base + SLOT_HEADER_LEN);
+            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            out.extend_from_slice(std::slice::from_raw_parts(data, n - first));
+        }
+        read_word.store(write, Ordering::Release);
+        n
+    }
+
+    /// Frees slot `i` if its thread retired and everything it wrote was drained.
+    pub fn free_if_drained(&self, i: u32) -> bool {
+        let base = self.geo.slot_offset(i);
+        let write = self.u64(base + slot::WRITE).load(Ordering::Acquire);
+        let read = self.u64(base + slot::READ).load(Ordering::Relaxed);
+        write == read
+            && self
+                .u32(base + slot::STATE)
+                .compare_exchange(SlotState::Retired as u32, SlotState::Free as u32, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Frees slot `i` whatever its state: for slots of a process that is gone.
+    pub fn force_free(&self, i: u32) {
+        let base = self.geo.slot_offset(i);
+        let write = self.u64(base + slot::WRITE).load(Ordering::Acquire);
+        self.u64(base + slot::READ).store(write, Ordering::Release);
+        self.u32(base + slot::STATE).store(SlotState::Free as u32, Ordering::Release);
+    }
+
+    /// Reads metadata records published since `*cursor`, advancing it. Stops at the
+    /// first record still being written.
+    pub fn read_meta(&self, cursor: &mut u64, mut each: impl FnMut(&[u8])) {
+        while *cursor + 8 <= self.geo.meta_len {
+            let off = self.geo.meta_offset() + *cursor as usize;
+            let total = self.u32(off).load(Ordering::Acquire);
+            if total == 0 {
+                return;
+            }
+            if total == u32::MAX {
+                *cursor = self.geo.meta_len;
+                return;
+            }
+            let len = self.u32(off + 4).load(Ordering::Relaxed) as usize;
+            if total < 8 || len + 8 > total as usize || *cursor + u64::from(total) > self.geo.meta_len {
+                // Corrupt (a writer died mid-way): nothing after it can be trusted.
+                *cursor = self.geo.meta_len;
+                return;
+            }
+            // SAFETY: the record was published (acquire above) and lies inside the log.
+            let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off + 8), len) };
+            each(bytes);
+            *cursor += u64::from(total);
+        }
+    }
+
+    /// Events lost because no slot was free.
+    pub fn no_slot_drops(&self) -> u64 {
+        self.u64(hdr::NO_SLOT_DROPS).load(Ordering::Relaxed)
+    }
+
+    /// Metadata records lost because the log was full.
+    pub fn meta_drops(&self) -> u64 {
+        self.u64(hdr::META_DROPS).load(Ordering::Relaxed)
+    }
+
+    /// Number of agents that mapped the file.
+    pub fn attached(&self) -> u32 {
+        self.u32(hdr::ATTACHED).load(Ordering::Acquire)
+    }
+
+    /// Asks agents to stop recording (and, after an attach, to restore classes).
+    pub fn request_stop(&self) {
+        self.u32(hdr::STOP).store(1, Ordering::Release);
+    }
+
+    /// Records that the collector is alive at `now`.
+    pub fn heartbeat(&self, now: u64) {
+        self.u64(hdr::HEARTBEAT).store(now, Ordering::Release);
+    }
+}
+
+/// What the consumer sees of a slot.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SlotInfo {
+    pub state: SlotState,
+    pub pid: u32,
+    pub tid: u32,
+    pub generation: u32,
+    pub dropped: u64,
+}
+
+/// A thread's handle on its slot: two raw pointers, cheap to keep in thread-local storage.
+/// Only the thread that claimed the slot may use it.
+#[derive(Clone, Copy)]
+pub struct Producer {
+    header: *mut u8,
+    data: *mut u8,
+    mask: u64,
+}
+
+impl Producer {
+    #[inline(always)]
+    fn word(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `header` points at a live slot header (see `claim`); off is 8-aligned.
+        unsafe { &*(self.header.add(off) as *const AtomicU64) }
+    }
+
+    /// Writes a one-unit record; counts a drop instead when the ring is full.
+    #[inline(always)]
+    pub fn push(&self, time: u64, head: u32, arg: u32) -> bool {
+        let write = self.word(slot::WRITE).load(Ordering::Relaxed);
+        let read = self.word(slot::READ).load(Ordering::Acquire);
+        if write.wrapping_sub(read) + UNIT as u64 > self.mask + 1 {
+            self.count_drop();
+            return false;
+        }
+        let at = (write & self.mask) as usize;
+        // SAFETY: the ring has room for one unit at `at` (checked above); units never
+        // straddle the end because the ring length is a multiple of UNIT.
+        unsafe {
+            let p = self.data.add(at);
+            (p as *mut u64).write(time.to_le());
+            (p.add(8) as *mut u32).write(head.to_le());
+            (p.add(12) as *mut u32).write(arg.to_le());
+        }
+        self.word(slot::WRITE).store(write + UNIT as u64, Ordering::Release);
+        true
+    }
+
+    /// Writes a two-unit record (`extra` in the second unit).
+    #[inline(always)]
+    pub fn push2(&self, time: u64, head: u32, arg: u32, extra: u64) -> bool {
+        let write = self.word(slot::WRITE).load(Ordering::Relaxed);
+        let read = self.word(slot::READ).load(Ordering::Acquire);
+        if write.wrapping_sub(read) + 2 * UNIT as u64 > self.mask + 1 {
+            self.count_drop();
+            return false;
+        }
+        let at = (write & self.mask) as usize;
+        let at2 = ((write + UNIT as u64) & self.mask) as usize;
+        // SAFETY: room for two units was checked; each unit is written within the ring.
+        unsafe {
+            let p = self.data.add(at);
+            (p as *mut u64).write(time.to_le());
+            (p.add(8) as *mut u32).write(head.to_le());
+            (p.add(12) as *mut u32).write(arg.to_le());
+            let q = self.data.add(at2);
+            (q as *mut u64).write(extra.to_le());
+            (q.add(8) as *mut u64).write(0);
+        }
+        self.word(slot::WRITE).store(write + 2 * UNIT as u64, Ordering::Release);
+        true
+    }
+
+    #[inline(always)]
+    fn count_drop(&self) {
+        // Only this thread writes the counter: a plain load and store avoid a locked op.
+        let d = self.word(slot::DROPPED);
+        d.store(d.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Gives the slot back: the collector drains what is left and frees it.
+    pub fn retire(self) {
+        // SAFETY: as in `word`, the state word is the slot's first field.
+        let state = unsafe { &*(self.header as *const AtomicU32) };
+        state.store(SlotState::Retired as u32, Ordering::Release);
+    }
+}

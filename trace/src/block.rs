@@ -1,0 +1,137 @@
+//! The file layout: a file header, then blocks. Each block has a fixed header with a
+//! CRC-32 over header and payload, so a reader knows exactly where valid data ends:
+//! a recording killed mid-write leaves at most one partial block at the end, which the
+//! reader reports and ignores.
+
+use byteorder::{ByteOrder, LittleEndian};
+
+/// The first 8 bytes of every trace file.
+pub const FILE_MAGIC: &[u8; 8] = b"SONDATRC";
+/// The format's major version: readers refuse other majors.
+pub const MAJOR: u16 = 1;
+/// The format's minor version: adds record kinds only; older readers skip them.
+pub const MINOR: u16 = 0;
+/// Size of the file header: magic, major, minor, flags.
+pub const FILE_HEADER_LEN: usize = 16;
+
+/// The first 4 bytes of every block.
+pub const BLOCK_MAGIC: &[u8; 4] = b"BLK1";
+/// Size of a block header.
+pub const BLOCK_HEADER_LEN: usize = 40;
+/// Largest payload a reader accepts (a guard against corrupt lengths).
+pub const MAX_PAYLOAD: u32 = 64 << 20;
+
+/// What a block holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BlockKind {
+    /// Metadata records.
+    Meta,
+    /// Timed records in time order; every record's time is at or after the last record
+    /// of the previous events block.
+    Events,
+    /// The end of a complete recording: final counters. Nothing follows it.
+    End,
+}
+
+impl BlockKind {
+    fn code(self) -> u8 {
+        match self {
+            BlockKind::Meta => 1,
+            BlockKind::Events => 2,
+            BlockKind::End => 3,
+        }
+    }
+    fn from_code(code: u8) -> Option<BlockKind> {
+        match code {
+            1 => Some(BlockKind::Meta),
+            2 => Some(BlockKind::Events),
+            3 => Some(BlockKind::End),
+            _ => None,
+        }
+    }
+}
+
+/// A decoded block header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct BlockHeader {
+    /// What the payload holds.
+    pub kind: BlockKind,
+    /// Payload length in bytes.
+    pub len: u32,
+    /// CRC-32 of the header (with this field as zero) and the payload.
+    pub crc: u32,
+    /// Number of records in the payload.
+    pub count: u32,
+    /// Time of the first record (events blocks), else 0.
+    pub first: u64,
+    /// Time of the last record (events blocks), else 0.
+    pub last: u64,
+}
+
+/// Encodes a file header.
+pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut h = [0u8; FILE_HEADER_LEN];
+    h[..8].copy_from_slice(FILE_MAGIC);
+    LittleEndian::write_u16(&mut h[8..10], MAJOR);
+    LittleEndian::write_u16(&mut h[10..12], MINOR);
+    h
+}
+
+/// Encodes a block header for `payload`, computing its CRC.
+pub fn block_header(kind: BlockKind, count: u32, first: u64, last: u64, payload: &[u8]) -> [u8; BLOCK_HEADER_LEN] {
+    let mut h = [0u8; BLOCK_HEADER_LEN];
+    h[..4].copy_from_slice(BLOCK_MAGIC);
+    h[4] = kind.code();
+    LittleEndian::write_u32(&mut h[8..12], payload.len() as u32);
+    LittleEndian::write_u32(&mut h[16..20], count);
+    LittleEndian::write_u64(&mut h[24..32], first);
+    LittleEndian::write_u64(&mut h[32..40], last);
+    let crc = checksum(&h, payload);
+    LittleEndian::write_u32(&mut h[12..16], crc);
+    h
+}
+
+fn checksum(header: &[u8; BLOCK_HEADER_LEN], payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&header[..12]);
+    hasher.update(&[0u8; 4]);
+    hasher.update(&header[16..]);
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+/// Why a block header does not parse.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum HeaderFault {
+    /// The block does not start with [`BLOCK_MAGIC`].
+    BadMagic,
+    /// The kind code is unknown.
+    BadKind(u8),
+    /// The length exceeds [`MAX_PAYLOAD`].
+    TooLong(u32),
+}
+
+/// Decodes a block header (without checking the CRC: see [`verify`]).
+pub fn parse_block_header(h: &[u8; BLOCK_HEADER_LEN]) -> Result<BlockHeader, HeaderFault> {
+    if &h[..4] != BLOCK_MAGIC {
+        return Err(HeaderFault::BadMagic);
+    }
+    let kind = BlockKind::from_code(h[4]).ok_or(HeaderFault::BadKind(h[4]))?;
+    let len = LittleEndian::read_u32(&h[8..12]);
+    if len > MAX_PAYLOAD {
+        return Err(HeaderFault::TooLong(len));
+    }
+    Ok(BlockHeader {
+        kind,
+        len,
+        crc: LittleEndian::read_u32(&h[12..16]),
+        count: LittleEndian::read_u32(&h[16..20]),
+        first: LittleEndian::read_u64(&h[24..32]),
+        last: LittleEndian::read_u64(&h[32..40]),
+    })
+}
+
+/// Whether `payload` matches the CRC of its header.
+pub fn verify(h: &[u8; BLOCK_HEADER_LEN], payload: &[u8]) -> bool {
+    checksum(h, payload) == LittleEndian::read_u32(&h[12..16])
+}

@@ -1,0 +1,25 @@
+//! sonda's trace file format.
+//!
+//! A trace is a file header followed by a stream of checksummed blocks (see
+//! `docs/trace-format.md`). Timed records ([`Record`]) come in one time order across
+//! the whole file, JVM and kernel records merged; metadata ([`Meta`]) names the threads,
+//! methods and classes they refer to. A recording killed mid-way leaves a file that reads
+//! up to its last complete block.
+//!
+//! This crate does no I/O beyond reading and writing the given file or stream and has no
+//! `unsafe`: the collector, the exporters and the tests all go through it.
+#![forbid(unsafe_code)]
+
+pub mod block;
+pub mod codec;
+pub mod reader;
+mod record;
+pub mod scan;
+mod types;
+pub mod writer;
+
+pub use reader::{ReadError, TraceReader};
+pub use record::{Event, Meta, Record, Runtime, Source};
+pub use scan::{Events, MethodInfo, ProcessInfo, ThreadInfo, TraceInfo, TraceMeta};
+pub use types::{Cpu, Pid, SwitchOut, Tid, Time};
+pub use writer::TraceWriter;

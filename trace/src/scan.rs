@@ -1,0 +1,254 @@
+//! Whole-trace views built on the block reader: [`TraceMeta`] gathers every name and
+//! counter in one pass that seeks over event payloads, and [`Events`] streams the timed
+//! records one block at a time. Exporters use both: first the names (a Paraver header
+//! needs every thread before the first record), then the events.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use crate::block::BlockKind;
+use crate::codec::Item;
+use crate::reader::{block_items, Block, ReadError, TraceReader};
+use crate::record::{Meta, Record, Runtime, Source};
+use crate::types::{Pid, Tid, Time};
+
+/// What the trace says about itself ([`Meta::TraceInfo`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceInfo {
+    pub source: Source,
+    pub start: Time,
+    pub host: String,
+    pub cpus: u16,
+    pub command: Vec<String>,
+    pub tool: String,
+}
+
+/// A process of the trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub pid: Pid,
+    pub ppid: Pid,
+    pub name: String,
+    pub runtime: Runtime,
+}
+
+/// A thread of the trace and its names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadInfo {
+    pub pid: Pid,
+    pub tid: Tid,
+    /// The kernel's name (`comm`), last known.
+    pub comm: String,
+    /// The Java name, when the agent reported one.
+    pub java_name: Option<String>,
+    /// Whether it is a Java daemon thread.
+    pub daemon: bool,
+}
+
+impl ThreadInfo {
+    /// The name to show: the Java name if there is one, else the kernel's.
+    pub fn name(&self) -> &str {
+        self.java_name.as_deref().unwrap_or(&self.comm)
+    }
+}
+
+/// An instrumented method or named region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MethodInfo {
+    pub class: String,
+    pub name: String,
+    pub descriptor: String,
+}
+
+impl MethodInfo {
+    /// `class::name` (or just `name` for a native region without class).
+    pub fn qualified(&self) -> String {
+        if self.class.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}::{}", self.class, self.name)
+        }
+    }
+}
+
+/// Everything a trace names, and where its data ends.
+#[derive(Debug, Default)]
+pub struct TraceMeta {
+    pub info: Option<TraceInfo>,
+    pub processes: BTreeMap<Pid, ProcessInfo>,
+    pub threads: BTreeMap<Tid, ThreadInfo>,
+    pub methods: HashMap<u32, MethodInfo>,
+    pub monitor_classes: HashMap<u32, String>,
+    pub counters: BTreeMap<String, u64>,
+    pub warnings: Vec<String>,
+    pub mappings: Vec<Meta>,
+    pub user_types: Vec<Meta>,
+    /// Time of the first timed record, if any.
+    pub first_time: Option<Time>,
+    /// Time of the last timed record, if any.
+    pub last_time: Option<Time>,
+    /// Number of timed records.
+    pub records: u64,
+    /// Whether the trace has its end block (the recording finished cleanly).
+    pub complete: bool,
+    /// Where readable data stops, when the file is damaged or cut short.
+    pub damage: Option<ReadError>,
+}
+
+impl TraceMeta {
+    /// Reads every metadata and end block of the trace at `path`, seeking over events.
+    /// Fails only when the file cannot be opened or is not a trace; damage further in is
+    /// recorded in [`TraceMeta::damage`].
+    pub fn scan(path: &Path) -> Result<TraceMeta, ReadError> {
+        let mut reader = TraceReader::open(path)?;
+        let mut meta = TraceMeta::default();
+        loop {
+            match reader.next_block_if(|k| k != BlockKind::Events) {
+                Ok(None) => break,
+                Ok(Some((header, block))) => {
+                    if header.kind == BlockKind::Events && header.count > 0 {
+                        meta.first_time.get_or_insert(Time(header.first));
+                        meta.last_time = Some(Time(header.last));
+                        meta.records += u64::from(header.count);
+                    }
+                    if let Some(block) = block {
+                        if let Err(e) = meta.absorb(&block) {
+                            meta.damage = Some(e);
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    meta.damage = Some(e);
+                    break;
+                }
+            }
+        }
+        meta.complete = reader.complete();
+        Ok(meta)
+    }
+
+    /// Adds the metadata of one block.
+    pub fn absorb(&mut self, block: &Block) -> Result<(), ReadError> {
+        for item in block_items(block) {
+            if let Item::Meta(m) = item? {
+                self.add(m);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one metadata record.
+    pub fn add(&mut self, m: Meta) {
+        match m {
+            Meta::TraceInfo { source, start, host, cpus, command, tool } => {
+                self.info = Some(TraceInfo { source, start, host, cpus, command, tool });
+            }
+            Meta::Process { pid, ppid, name, runtime } => {
+                let entry = self.processes.entry(pid).or_insert(ProcessInfo { pid, ppid, name: name.clone(), runtime });
+                // A later record refines an earlier one (a JVM is first seen as a process).
+                entry.name = name;
+                if runtime == Runtime::Java {
+                    entry.runtime = Runtime::Java;
+                }
+                if ppid.0 != 0 {
+                    entry.ppid = ppid;
+                }
+            }
+            Meta::Thread { pid, tid, comm } => {
+                let t = self.threads.entry(tid).or_default();
+                t.pid = pid;
+                t.tid = tid;
+                t.comm = comm;
+            }
+            Meta::JavaThread { pid, tid, name, daemon } => {
+                let t = self.threads.entry(tid).or_default();
+                t.pid = pid;
+                t.tid = tid;
+                if t.comm.is_empty() {
+                    t.comm = name.chars().take(15).collect();
+                }
+                t.java_name = Some(name);
+                t.daemon = daemon;
+            }
+            Meta::Method { id, class, name, descriptor } => {
+                self.methods.insert(id, MethodInfo { class, name, descriptor });
+            }
+            Meta::MonitorClass { id, name } => {
+                self.monitor_classes.insert(id, name);
+            }
+            Meta::Counter { name, value } => {
+                self.counters.insert(name, value);
+            }
+            Meta::Warning { text } => self.warnings.push(text),
+            m @ Meta::Mapping { .. } => self.mappings.push(m),
+            m @ Meta::UserType { .. } => self.user_types.push(m),
+        }
+    }
+
+    /// The time origin: the recording's start if known, else the first record.
+    pub fn origin(&self) -> Time {
+        self.info.as_ref().map(|i| i.start).or(self.first_time).unwrap_or_default()
+    }
+}
+
+/// Streams the timed records of a trace in time order, one block in memory at a time.
+/// Yields at most one error, then ends: records before the damage are all delivered.
+pub struct Events {
+    reader: TraceReader<BufReader<File>>,
+    block: Option<Block>,
+    pos: Vec<Record>,
+    failed: bool,
+}
+
+impl Events {
+    /// Opens the trace at `path` for streaming.
+    pub fn open(path: &Path) -> Result<Events, ReadError> {
+        Ok(Events { reader: TraceReader::open(path)?, block: None, pos: Vec::new(), failed: false })
+    }
+
+    fn refill(&mut self) -> Result<bool, ReadError> {
+        loop {
+            match self.reader.next_block_if(|k| k == BlockKind::Events)? {
+                None => return Ok(false),
+                Some((_, None)) => continue,
+                Some((_, Some(block))) => {
+                    self.pos.clear();
+                    for item in block_items(&block) {
+                        if let Item::Record(r) = item? {
+                            self.pos.push(r);
+                        }
+                    }
+                    self.pos.reverse();
+                    self.block = Some(block);
+                    if !self.pos.is_empty() {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for Events {
+    type Item = Result<Record, ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(r) = self.pos.pop() {
+            return Some(Ok(r));
+        }
+        if self.failed {
+            return None;
+        }
+        match self.refill() {
+            Ok(true) => self.pos.pop().map(Ok),
+            Ok(false) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Writes a trace as a stream of blocks. Nothing is held back longer than one
+//! [`TraceWriter::flush`]: the caller flushes periodically so that a recording killed
+//! at any moment leaves every flushed record readable.
+
+use std::io::{self, Write};
+
+use crate::block::{block_header, file_header, BlockKind};
+use crate::codec::{encode_meta, encode_record};
+use crate::record::{Meta, Record};
+
+/// Events blocks are cut at about this size; readers hold one block at a time.
+pub const BLOCK_TARGET: usize = 256 << 10;
+
+/// Streams records into a trace file (or any [`Write`]).
+pub struct TraceWriter<W: Write> {
+    out: W,
+    meta: Vec<u8>,
+    meta_count: u32,
+    events: Vec<u8>,
+    event_count: u32,
+    first: u64,
+    last: u64,
+    bytes: u64,
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Starts a trace: writes the file header.
+    pub fn new(mut out: W) -> io::Result<TraceWriter<W>> {
+        let header = file_header();
+        out.write_all(&header)?;
+        Ok(TraceWriter {
+            out,
+            meta: Vec::new(),
+            meta_count: 0,
+            events: Vec::with_capacity(BLOCK_TARGET + 1024),
+            event_count: 0,
+            first: 0,
+            last: 0,
+            bytes: header.len() as u64,
+        })
+    }
+
+    /// Queues a metadata record; it is written before the events queued with it.
+    pub fn meta(&mut self, meta: &Meta) {
+        encode_meta(&mut self.meta, meta);
+        self.meta_count += 1;
+    }
+
+    /// Queues a timed record. Records must come in time order: a record earlier than
+    /// the previous one is an error of the caller, caught here rather than written.
+    pub fn record(&mut self, record: &Record) -> io::Result<()> {
+        if record.time.0 < self.last {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("record at {} after one at {}: records must come in time order", record.time.0, self.last),
+            ));
+        }
+        if self.event_count == 0 {
+            self.first = record.time.0;
+        }
+        self.last = record.time.0;
+        encode_record(&mut self.events, record);
+        self.event_count += 1;
+        if self.events.len() >= BLOCK_TARGET {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Time of the last record queued or written.
+    pub fn last_time(&self) -> u64 {
+        self.last
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Writes every queued record as complete blocks (metadata first).
+    pub fn flush(&mut self) -> io::Result<()> {
+        if self.meta_count > 0 {
+            let payload = std::mem::take(&mut self.meta);
+            self.write_block(BlockKind::Meta, self.meta_count, 0, 0, &payload)?;
+            self.meta = payload;
+            self.meta.clear();
+            self.meta_count = 0;
+        }
+        if self.event_count > 0 {
+            let payload = std::mem::take(&mut self.events);
+            self.write_block(BlockKind::Events, self.event_count, self.first, self.last, &payload)?;
+            self.events = payload;
+            self.events.clear();
+            self.event_count = 0;
+        }
+        self.out.flush()
+    }
+
+    /// Flushes, then writes the end block with the final `counters` and returns the sink.
+    pub fn finish(mut self, counters: &[Meta]) -> io::Result<W> {
+        self.flush()?;
+        let mut payload = Vec::new();
+        for c in counters {
+            encode_meta(&mut payload, c);
+        }
+        self.write_block(BlockKind::End, counters.len() as u32, 0, self.last, &payload)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    fn write_block(&mut self, kind: BlockKind, count: u32, first: u64, last: u64, payload: &[u8]) -> io::Result<()> {
+        let header = block_header(kind, count, first, last, payload);
+        self.out.write_all(&header)?;
+        self.out.write_all(payload)?;
+        self.bytes += (header.len() + payload.len()) as u64;
+        Ok(())
+    }
+}
