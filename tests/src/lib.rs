@@ -1,1 +1,148 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests: where the built `sonda` and `libsonda.so`
+//! are, compiling the Java workloads, running commands, checking Paraver output with
+//! prvcheck, and reading a `.prv` back for cross-checks.
+//!
+//! The tests run the real binaries: build them first (`cargo build --release
+//! --workspace`, which `scripts/test.sh` does) — the harness does not call cargo, so
+//! that a test run never blocks on cargo's build lock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub mod paraver;
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// The cargo profile directory the test binary was built into (`target/release`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test binary>
+    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+}
+
+fn built(name: &str) -> PathBuf {
+    let p = profile_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is not built: run `cargo build --release --workspace` before the tests (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+/// The `sonda` binary.
+pub fn sonda() -> PathBuf {
+    built("sonda")
+}
+
+/// The agent library.
+pub fn agent() -> PathBuf {
+    built("libsonda.so")
+}
+
+/// Whether the tests run in CI, where a missing capability is a failure, not a skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").map(|v| v == "true").unwrap_or(false)
+}
+
+/// Skips (returns false, with a message) when the test cannot run here; in CI, fails.
+pub fn require(what: &str, available: bool) -> bool {
+    if available {
+        return true;
+    }
+    if in_ci() {
+        panic!("CI=true but {what} is not available: a missing capability is a failure in CI");
+    }
+    eprintln!("SKIPPED: {what} is not available on this machine");
+    false
+}
+
+/// Whether we are root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether kernel tracepoints can be used: root, and tracefs mounted (mounting it if
+/// it is empty, as sonda itself does).
+pub fn tracepoints_available() -> bool {
+    if !is_root() {
+        return false;
+    }
+    let id = Path::new("/sys/kernel/tracing/events/sched/sched_switch/id");
+    if !id.exists() && Path::new("/sys/kernel/tracing").exists() {
+        let _ = Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]).status();
+    }
+    id.exists()
+}
+
+/// Compiles `tests/java/<name>.java` (once per test process) and returns the class dir.
+pub fn java_classes(name: &str) -> PathBuf {
+    static DIRS: OnceLock<std::sync::Mutex<BTreeMap<String, PathBuf>>> = OnceLock::new();
+    let dirs = DIRS.get_or_init(Default::default);
+    let mut dirs = dirs.lock().unwrap();
+    if let Some(d) = dirs.get(name) {
+        return d.clone();
+    }
+    let out = std::env::temp_dir().join(format!("sonda-java-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let src = repo_root().join("tests/java").join(format!("{name}.java"));
+    let status = Command::new("javac").arg("-d").arg(&out).arg(&src).status().expect("javac runs");
+    assert!(status.success(), "javac failed on {}", src.display());
+    dirs.insert(name.to_string(), out.clone());
+    out
+}
+
+/// Runs a command to completion, capturing its output.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if std::env::var_os("SONDA_TEST_VERBOSE").is_some() {
+        eprintln!("{cmd:?}\n--- stdout\n{}--- stderr\n{}", text(&out.stdout), text(&out.stderr));
+    }
+    out
+}
+
+/// Bytes as text, lossy.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The strict Paraver checker: `$PRVCHECK`, else the shared tool next to the
+/// repository, else the copy kept in `tests/tools/`.
+pub fn prvcheck_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("PRVCHECK") {
+        return PathBuf::from(p);
+    }
+    let shared = repo_root().join("../shared/tools/prvcheck");
+    if shared.exists() {
+        return shared;
+    }
+    repo_root().join("tests/tools/prvcheck")
+}
+
+/// Runs prvcheck on `prv` (no `--allow-gaps`) and fails the test with its findings.
+pub fn prvcheck(prv: &Path) {
+    let out = run(Command::new("python3").arg(prvcheck_path()).arg(prv));
+    assert!(
+        out.status.success(),
+        "prvcheck failed on {}:\n{}{}",
+        prv.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Asserts that a command failed with one clear line on stderr and no panic.
+pub fn assert_clean_error(out: &Output, expect: &str) {
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(!err.contains("panicked"), "panic on bad input: {err}");
+    assert!(err.contains(expect), "stderr should mention {expect:?}: {err}");
+    let lines: Vec<_> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one error line, got: {err}");
+}

@@ -1,0 +1,167 @@
+package demo;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.RandomAccessFile;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Locale;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A small service with request classes of known demand: the bundled demo workload.
+ *
+ * A generator thread sends requests with exponential inter-arrival times to a pool of
+ * worker threads ("worker-N"). Each request class burns a set amount of thread CPU time,
+ * sleeps a set time, writes to a file synchronously, or a mix. Every call measures itself
+ * with the JVM's own clocks (ThreadMXBean thread CPU time, System.nanoTime), so a trace's
+ * per-call demands can be checked against the JVM's own figures.
+ *
+ * usage: ServiceDemo [--workers N] [--rate REQ_PER_S] [--seconds S] [--out CSV] [--dir DIR]
+ * Prints one summary line per request class; with --out, one CSV line per call.
+ */
+public final class ServiceDemo {
+    static final ThreadMXBean MX = ManagementFactory.getThreadMXBean();
+    static volatile long sink;
+
+    /** Per-class totals measured by the calls themselves. */
+    static final class Stats {
+        final String name;
+        final AtomicInteger calls = new AtomicInteger();
+        final AtomicLong cpuNs = new AtomicLong();
+        final AtomicLong wallNs = new AtomicLong();
+
+        Stats(String name) {
+            this.name = name;
+        }
+    }
+
+    static final Stats BROWSE = new Stats("browse");
+    static final Stats SEARCH = new Stats("search");
+    static final Stats CHECKOUT = new Stats("checkout");
+
+    static PrintStream perCall;
+    static Path dir;
+
+    /** Burns about `nanos` of this thread's CPU time. */
+    static void burnCpu(long nanos) {
+        long end = MX.getCurrentThreadCpuTime() + nanos;
+        long x = sink;
+        do {
+            for (int i = 0; i < 2000; i++) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
+        } while (MX.getCurrentThreadCpuTime() < end);
+        sink = x;
+    }
+
+    static void sleepMs(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** A page view: pure CPU, 2 ms. */
+    public static void browse() {
+        burnCpu(2_000_000);
+    }
+
+    /** A search: 1 ms CPU, then 3 ms waiting for a (simulated) back end. */
+    public static void search() {
+        burnCpu(1_000_000);
+        sleepMs(3);
+    }
+
+    /** A checkout: 0.5 ms CPU, a synchronous write to disk, 2 ms waiting. */
+    public static void checkout() {
+        burnCpu(500_000);
+        try (RandomAccessFile f = new RandomAccessFile(dir.resolve("orders-" + Thread.currentThread().getName()).toFile(), "rw")) {
+            f.write(new byte[4096]);
+            f.getFD().sync();
+        } catch (IOException e) {
+            throw new RuntimeException(e);
+        }
+        sleepMs(2);
+    }
+
+    static void measured(Stats s, Runnable call) {
+        long c0 = MX.getCurrentThreadCpuTime();
+        long t0 = System.nanoTime();
+        call.run();
+        long t1 = System.nanoTime();
+        long c1 = MX.getCurrentThreadCpuTime();
+        s.calls.incrementAndGet();
+        s.cpuNs.addAndGet(c1 - c0);
+        s.wallNs.addAndGet(t1 - t0);
+        if (perCall != null) {
+            String line = String.format(Locale.ROOT, "%s,%s,%d,%d,%d", s.name, Thread.currentThread().getName(), t0, t1 - t0, c1 - c0);
+            synchronized (perCall) {
+                perCall.println(line);
+            }
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        int workers = 4;
+        double rate = 400;
+        double seconds = 5;
+        String out = null;
+        dir = Path.of(System.getProperty("java.io.tmpdir"));
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--workers": workers = Integer.parseInt(args[++i]); break;
+                case "--rate": rate = Double.parseDouble(args[++i]); break;
+                case "--seconds": seconds = Double.parseDouble(args[++i]); break;
+                case "--out": out = args[++i]; break;
+                case "--dir": dir = Path.of(args[++i]); break;
+                default: throw new IllegalArgumentException("unknown option " + args[i]);
+            }
+        }
+        Files.createDirectories(dir);
+        if (out != null) {
+            perCall = new PrintStream(out, "UTF-8");
+            perCall.println("class,thread,start_ns,wall_ns,cpu_ns");
+        }
+        AtomicInteger n = new AtomicInteger();
+        ExecutorService pool = Executors.newFixedThreadPool(workers, r -> new Thread(r, "worker-" + n.incrementAndGet()));
+        Random random = new Random(42);
+        long end = System.nanoTime() + (long) (seconds * 1e9);
+        long next = System.nanoTime();
+        while (next < end) {
+            double u = random.nextDouble();
+            Runnable task;
+            if (u < 0.5) {
+                task = () -> measured(BROWSE, ServiceDemo::browse);
+            } else if (u < 0.8) {
+                task = () -> measured(SEARCH, ServiceDemo::search);
+            } else {
+                task = () -> measured(CHECKOUT, ServiceDemo::checkout);
+            }
+            pool.execute(task);
+            next += (long) (-Math.log(1 - random.nextDouble()) / rate * 1e9);
+            long wait = next - System.nanoTime();
+            if (wait > 0) {
+                TimeUnit.NANOSECONDS.sleep(wait);
+            }
+        }
+        pool.shutdown();
+        pool.awaitTermination(1, TimeUnit.MINUTES);
+        if (perCall != null) {
+            perCall.close();
+        }
+        for (Stats s : new Stats[] {BROWSE, SEARCH, CHECKOUT}) {
+            int c = Math.max(1, s.calls.get());
+            System.out.printf(Locale.ROOT, "%-9s calls %6d  mean cpu %8.3f ms  mean wall %8.3f ms%n",
+                    s.name, s.calls.get(), s.cpuNs.get() / 1e6 / c, s.wallNs.get() / 1e6 / c);
+        }
+    }
+}

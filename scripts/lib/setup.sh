@@ -1,0 +1,44 @@
+# Shared set-up for sonda's scripts: install what is missing, mount tracefs, build.
+# Sourced, not run. Everything here is idempotent and safe to repeat.
+
+set -euo pipefail
+SONDA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export SONDA_ROOT
+
+# apt_need CMD PACKAGE...: installs PACKAGE(s) with apt-get when CMD is missing.
+apt_need() {
+    local cmd="$1"
+    shift
+    if ! command -v "$cmd" >/dev/null 2>&1; then
+        echo "setup: installing $* (for $cmd)" >&2
+        if [ -z "${SONDA_APT_UPDATED:-}" ]; then
+            DEBIAN_FRONTEND=noninteractive apt-get update -qq
+            export SONDA_APT_UPDATED=1
+        fi
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    fi
+}
+
+# The tools every sonda script needs.
+setup_base() {
+    apt_need javac openjdk-17-jdk-headless
+    apt_need gcc gcc libc6-dev
+    apt_need python3 python3
+    apt_need mount mount
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "setup: cargo is missing; install Rust (https://rustup.rs) first" >&2
+        exit 1
+    fi
+}
+
+# Kernel tracepoints: tracefs must be mounted (a fresh machine has it empty).
+setup_tracefs() {
+    if [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
+        mount -t tracefs nodev /sys/kernel/tracing || echo "setup: could not mount tracefs" >&2
+    fi
+}
+
+# Release build of the whole workspace (sonda, libsonda.so, test binaries).
+build_release() {
+    (cd "$SONDA_ROOT" && cargo build --release --workspace --all-targets)
+}
