@@ -156,7 +156,10 @@ pub(crate) fn rewrite(
     let mut new_attrs: Vec<(u16, Vec<u8>)> = Vec::with_capacity(attrs.len() + 1);
     let mut had_stack_map = false;
     for &(name, body) in &attrs {
-        if name_is(name, "StackMapTable") {
+        if name_is(name, "StackMapTable") && frame_at.is_none() {
+            // Before version 50 the JVM ignores the table (type-inferring verifier),
+            // and it would not describe the handler: dropped.
+        } else if name_is(name, "StackMapTable") {
             if had_stack_map {
                 return Err(MethodError::Malformed("two StackMapTable attributes"));
             }
