@@ -83,3 +83,63 @@ impl LiveProcess {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn handles(pid: u32, start_time: u64) -> [LiveProcess; 2] {
+        [
+            LiveProcess {
+                pid,
+                start_time,
+                pidfd: Pidfd::open(pid).unwrap(),
+            },
+            LiveProcess {
+                pid,
+                start_time,
+                pidfd: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn never_signals_a_process_without_a_sigquit_handler() {
+        let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+        let start = target::read_start_time(sleep.id()).unwrap().unwrap();
+        for process in handles(sleep.id(), start) {
+            process
+                .sleep_unless_exited(Duration::from_millis(10))
+                .unwrap();
+            let e = process.send_sigquit().unwrap_err();
+            assert!(matches!(e, AttachError::SignalsDisabled(_)), "{e:?}");
+        }
+        assert!(sleep.try_wait().unwrap().is_none(), "sleep was signalled");
+        sleep.kill().unwrap();
+        sleep.wait().unwrap();
+    }
+
+    #[test]
+    fn notices_exit_and_pid_reuse() {
+        let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = sleep.id();
+        let start = target::read_start_time(pid).unwrap().unwrap();
+        // Another start time at this pid: the process we inspected is gone.
+        let [_, reused] = handles(pid, start + 1);
+        assert!(matches!(
+            reused.sleep_unless_exited(Duration::from_millis(1)),
+            Err(AttachError::ProcessExited(_))
+        ));
+        let both = handles(pid, start);
+        sleep.kill().unwrap();
+        // A zombie (not yet reaped) counts as exited, for both kinds of handle.
+        for process in &both {
+            assert!(matches!(
+                process.sleep_unless_exited(Duration::from_millis(500)),
+                Err(AttachError::ProcessExited(_))
+            ));
+        }
+        sleep.wait().unwrap();
+    }
+}
