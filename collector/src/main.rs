@@ -1,1 +1,67 @@
-fn main() {}
+//! The `sonda` command. Thin: parses the command line, runs the subcommand, and turns
+//! any error into one line `sonda: <what>` with a non-zero exit code.
+
+mod agent;
+mod child;
+mod cli;
+mod clock;
+mod commands;
+mod follow;
+mod host;
+mod kernel;
+mod launch;
+mod merge;
+mod procfs;
+mod recorder;
+mod tsc;
+
+use clap::Parser;
+
+/// Exit code for a command line that does not parse or a failure of sonda itself.
+const USAGE: i32 = 2;
+const FAILURE: i32 = 1;
+
+fn main() {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                std::process::exit(
+                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                        USAGE
+                    } else {
+                        0
+                    },
+                );
+            }
+            eprintln!("sonda: {}", one_line(&e.render().to_string()));
+            std::process::exit(USAGE);
+        }
+    };
+    let code = match commands::run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sonda: {}", one_line(&format!("{e:#}")));
+            FAILURE
+        }
+    };
+    std::process::exit(code);
+}
+
+/// The first paragraph of a message on one line, without clap's `error: ` prefix.
+fn one_line(text: &str) -> String {
+    let first = text.split("\n\n").next().unwrap_or(text);
+    let joined: Vec<&str> = first
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    joined.join(" ").trim_start_matches("error: ").to_string()
+}

@@ -1,0 +1,316 @@
+//! The agent source of a recording: the shared buffer file that JVM agents (and the C
+//! API) write into, and its periodic drain.
+//!
+//! Each cycle the recorder drains every slot (a thread's ring), turning its records into
+//! trace events stamped with the agent clock, notes drops, frees the slots of threads
+//! that ended (or whose process is gone), and copies new metadata from the log into
+//! the trace. Converting agent clock stamps to trace time is the recorder's business
+//! (see [`crate::tsc`]), because it calibrates *after* draining.
+
+pub mod buffer_file;
+pub mod ring_map;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use sonda_shm::records::decode;
+use sonda_shm::{Clock, Geometry, Region, SlotState};
+use sonda_trace::codec::{Item, Items};
+use sonda_trace::{Event, Meta, Pid, Tid};
+
+/// How the buffer file is sized and what agents are told.
+#[derive(Clone, Debug)]
+pub struct AgentSettings {
+    /// `--methods` patterns, in order.
+    pub methods: Vec<String>,
+    /// Per-thread slots (threads beyond these lose their events, counted).
+    pub slots: u32,
+    /// Bytes of ring per thread (a power of two).
+    pub ring_len: u32,
+    /// Bytes of metadata log.
+    pub meta_len: u64,
+    /// The clock agents stamp with.
+    pub clock: Clock,
+}
+
+/// One drained agent record, stamped with the agent clock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stamped {
+    /// Raw time on the buffer's clock (TSC ticks or monotonic ns).
+    pub raw: u64,
+    /// The event.
+    pub event: Event,
+}
+
+/// Tally of the drain.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct AgentStats {
+    /// Ring records turned into events.
+    pub records: u64,
+    /// Ring records of a kind this collector does not know.
+    pub unknown: u64,
+    /// Events agents dropped because a thread's ring was full.
+    pub dropped: u64,
+    /// Metadata records copied.
+    pub metas: u64,
+    /// Metadata records that did not decode.
+    pub bad_metas: u64,
+}
+
+/// The collector's side of the buffer file.
+pub struct AgentSource {
+    region: Region,
+    path: PathBuf,
+    meta_cursor: u64,
+    /// Last `dropped` value seen per slot (the counter is cumulative over the slot's
+    /// owners, so the growth belongs to whoever owns it now).
+    seen_dropped: Vec<u64>,
+    scratch: Vec<u8>,
+    stats: AgentStats,
+}
+
+/// The configuration text agents read (`key=value` lines, see the architecture doc).
+pub fn config_text(methods: &[String]) -> String {
+    let mut text = String::from("mode=launch\n");
+    for m in methods {
+        text.push_str("methods=");
+        text.push_str(m);
+        text.push('\n');
+    }
+    text
+}
+
+impl AgentSource {
+    /// Removes stale buffer files of dead collectors and creates a fresh one in `dir`.
+    pub fn create(dir: &Path, settings: &AgentSettings) -> io::Result<AgentSource> {
+        buffer_file::remove_stale(dir);
+        let path = buffer_file::fresh_path(dir);
+        let geo = Geometry {
+            slots: settings.slots,
+            ring_len: settings.ring_len,
+            meta_len: settings.meta_len,
+        };
+        let region = Region::create(&path, geo, settings.clock, &config_text(&settings.methods))?;
+        Ok(AgentSource {
+            region,
+            path,
+            meta_cursor: 0,
+            seen_dropped: vec![0; settings.slots as usize],
+            scratch: Vec::with_capacity(settings.ring_len as usize),
+            stats: AgentStats::default(),
+        })
+    }
+
+    /// The buffer file, for the agent's `shm=` option.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Tells agents the collector is alive (`now` on the trace clock).
+    pub fn heartbeat(&self, now: u64) {
+        self.region.heartbeat(now);
+    }
+
+    /// Drains every slot into `out`. `now_raw` (the agent clock, read before draining)
+    /// stamps drop reports of slots with no record this time; `thread(pid, tid)` is told
+    /// of every thread with records. Slots of threads that ended are freed, and so are
+    /// those of processes that are gone, once drained.
+    pub fn drain(
+        &mut self,
+        now_raw: u64,
+        out: &mut Vec<Stamped>,
+        mut thread: impl FnMut(Pid, Tid),
+    ) {
+        for i in 0..self.region.slots() {
+            let info = self.region.slot_info(i);
+            if !matches!(info.state, SlotState::Owned | SlotState::Retired) {
+                continue;
+            }
+            let (pid, tid) = (Pid(info.pid), Tid(info.tid));
+            self.scratch.clear();
+            self.region.drain(i, &mut self.scratch);
+            let mut last_raw = None;
+            for rec in decode(&self.scratch) {
+                match ring_map::event(&rec, pid, tid) {
+                    Some(event) => {
+                        self.stats.records += 1;
+                        last_raw = Some(rec.time);
+                        out.push(Stamped {
+                            raw: rec.time,
+                            event,
+                        });
+                    }
+                    None => self.stats.unknown += 1,
+                }
+            }
+            if last_raw.is_some() {
+                thread(pid, tid);
+            }
+            let seen = &mut self.seen_dropped[i as usize];
+            if info.dropped > *seen {
+                let count = info.dropped - *seen;
+                *seen = info.dropped;
+                self.stats.dropped += count;
+                thread(pid, tid);
+                out.push(Stamped {
+                    raw: last_raw.unwrap_or(now_raw),
+                    event: Event::Dropped { tid, count },
+                });
+            }
+            match info.state {
+                SlotState::Retired => {
+                    self.region.free_if_drained(i);
+                }
+                SlotState::Owned if last_raw.is_none() && !process_alive(info.pid) => {
+                    // Its process died without retiring the slot (killed): drained above.
+                    self.region.force_free(i);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Hands every metadata record published since the last call to `each`.
+    pub fn read_meta(&mut self, mut each: impl FnMut(Meta)) {
+        let stats = &mut self.stats;
+        self.region.read_meta(&mut self.meta_cursor, |bytes| {
+            for item in Items::new(bytes) {
+                match item {
+                    Ok(Item::Meta(m)) => {
+                        stats.metas += 1;
+                        each(m);
+                    }
+                    Ok(_) | Err(_) => stats.bad_metas += 1,
+                }
+            }
+        });
+    }
+
+    /// What was drained so far.
+    pub fn stats(&self) -> AgentStats {
+        self.stats
+    }
+
+    /// Events lost because every slot was taken.
+    pub fn no_slot_drops(&self) -> u64 {
+        self.region.no_slot_drops()
+    }
+
+    /// Metadata records lost because the log was full.
+    pub fn meta_drops(&self) -> u64 {
+        self.region.meta_drops()
+    }
+
+    /// Number of processes that mapped the buffer.
+    pub fn attached(&self) -> u32 {
+        self.region.attached()
+    }
+
+    /// Removes the buffer file (agents still mapping it keep their mapping).
+    pub fn remove(self) -> io::Result<()> {
+        std::fs::remove_file(&self.path)
+    }
+}
+
+/// Whether process `pid` still exists (a zombie counts as gone).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().as_bytes().first() != Some(&b'Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonda_shm::records::{head, ENTER, LEAVE};
+    use sonda_trace::codec::encode_meta;
+
+    fn settings() -> AgentSettings {
+        AgentSettings {
+            methods: vec!["a.B::c".into(), "!a.B::d".into()],
+            slots: 4,
+            ring_len: 256,
+            meta_len: 1 << 16,
+            clock: Clock::Monotonic,
+        }
+    }
+
+    #[test]
+    fn config_lists_methods_in_order() {
+        assert_eq!(
+            config_text(&settings().methods),
+            "mode=launch\nmethods=a.B::c\nmethods=!a.B::d\n"
+        );
+    }
+
+    /// The drain against a real buffer file with a producer in this process.
+    #[test]
+    fn drains_records_drops_and_metadata_and_frees_ended_slots() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = AgentSource::create(dir.path(), &settings()).unwrap();
+        assert_eq!(
+            Region::open(src.path()).unwrap().config(),
+            config_text(&settings().methods)
+        );
+        let agent: &'static Region = Box::leak(Box::new(Region::open(src.path()).unwrap()));
+        let me = std::process::id();
+        let p = agent.claim(me, 77).unwrap();
+        let mut meta = Vec::new();
+        encode_meta(
+            &mut meta,
+            &Meta::Method {
+                id: 1,
+                class: "a.B".into(),
+                name: "c".into(),
+                descriptor: "()V".into(),
+            },
+        );
+        assert!(agent.meta_append(&meta));
+        // 256-byte ring: 16 units fit, the rest are dropped.
+        for t in 0..20u64 {
+            p.push(t, head(if t % 2 == 0 { ENTER } else { LEAVE }, 0, 0), 1);
+        }
+        let mut out = Vec::new();
+        let mut threads = Vec::new();
+        src.drain(1000, &mut out, |pid, tid| threads.push((pid, tid)));
+        assert_eq!(out.len(), 17);
+        assert_eq!(
+            out[0],
+            Stamped {
+                raw: 0,
+                event: Event::Enter {
+                    tid: Tid(77),
+                    method: 1
+                }
+            }
+        );
+        assert_eq!(
+            out[16],
+            Stamped {
+                raw: 15,
+                event: Event::Dropped {
+                    tid: Tid(77),
+                    count: 4
+                }
+            }
+        );
+        assert!(threads.contains(&(Pid(me), Tid(77))));
+        let mut metas = Vec::new();
+        src.read_meta(|m| metas.push(m));
+        assert_eq!(metas.len(), 1);
+        p.retire();
+        out.clear();
+        src.drain(2000, &mut out, |_, _| {});
+        assert!(out.is_empty());
+        assert_eq!(agent.slot_info(0).state, SlotState::Free);
+        let s = src.stats();
+        assert_eq!((s.records, s.dropped, s.metas), (16, 4, 1));
+        let path = src.path().to_path_buf();
+        src.remove().unwrap();
+        assert!(!path.exists());
+    }
+}

@@ -1,0 +1,131 @@
+//! The command line: what each subcommand takes. Parsing only; the subcommands'
+//! modules in [`crate::commands`] do the work.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Traces Java (and native) programs: methods, JVM events and kernel scheduling in one
+/// time-ordered trace, viewable in Paraver.
+#[derive(Parser, Debug)]
+#[command(name = "sonda", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command and record it until it exits: kernel scheduling of all its threads
+    /// and child processes, and, in JVMs, the selected methods and JVM events.
+    Record(RecordArgs),
+}
+
+/// `sonda record`.
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// The trace file to write.
+    #[arg(short, long, value_name = "TRACE")]
+    pub output: PathBuf,
+
+    /// Java methods to trace, e.g. `org.apache.catalina.*::service` or `!*::toString`
+    /// to exclude (repeatable; later patterns win).
+    #[arg(long = "methods", value_name = "FILTER")]
+    pub methods: Vec<String>,
+
+    /// Kernel event buffer per CPU (e.g. 16M; rounded up to a power of two). Larger
+    /// buffers lose fewer events when the machine is saturated.
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    pub buffer_size: u64,
+
+    /// JVM event buffer per Java thread (e.g. 1M; rounded up to a power of two).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    pub agent_buffer: u64,
+
+    /// How long events are held back to be merged in time order (milliseconds). A JVM
+    /// event stamped more than this before it was written is moved later (counted as
+    /// `collector.late_retimed`).
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub lag: u64,
+
+    /// The command to record and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// Parses a size: a number of bytes with an optional K, M or G suffix (powers of 1024,
+/// `KiB`/`KB` spellings accepted).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("not a size: {text:?} (try 16M)"))?;
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => {
+            return Err(format!(
+                "unknown size unit {unit:?} in {text:?} (use K, M or G)"
+            ))
+        }
+    };
+    n.checked_mul(1 << shift)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("size {text:?} out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_size("256k"), Ok(256 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("12Q").unwrap_err().contains("unit"));
+        assert!(parse_size("99999999999G").is_err());
+    }
+
+    #[test]
+    fn record_takes_the_command_after_the_separator() {
+        let cli = Cli::try_parse_from([
+            "sonda",
+            "record",
+            "-o",
+            "t.sonda",
+            "--methods",
+            "a.B",
+            "--",
+            "sh",
+            "-c",
+            "true",
+        ])
+        .unwrap();
+        let Command::Record(r) = cli.command;
+        assert_eq!(r.output, PathBuf::from("t.sonda"));
+        assert_eq!(r.methods, ["a.B"]);
+        assert_eq!(
+            r.command,
+            [OsString::from("sh"), "-c".into(), "true".into()]
+        );
+        assert_eq!(
+            (r.buffer_size, r.agent_buffer, r.lag),
+            (16 << 20, 1 << 20, 200)
+        );
+        // Options of the command are not sonda's.
+        let cli =
+            Cli::try_parse_from(["sonda", "record", "-o", "t", "--", "java", "-o", "x"]).unwrap();
+        let Command::Record(r) = cli.command;
+        assert_eq!(r.command, [OsString::from("java"), "-o".into(), "x".into()]);
+    }
+}

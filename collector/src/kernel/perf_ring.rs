@@ -1,0 +1,174 @@
+//! The perf_event_open side: one sampling event per tracepoint and CPU, system-wide
+//! (pid = -1), and one mmap ring per CPU that every tracepoint of that CPU writes into
+//! (`PERF_EVENT_IOC_SET_OUTPUT`). One ring per CPU keeps each CPU's records in the
+//! order they were written, which the merge relies on, and halves the memory of one
+//! ring per event.
+//!
+//! `perf-event2` opens the events and reads the rings (its `Sampler` implements the
+//! `data_head`/`data_tail` protocol); the one thing it lacks, redirecting an event's
+//! output into another event's ring, is a single ioctl here. Records are handed out as
+//! `(type, body bytes)` for [`super::perf_record`] to decode.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use perf_event::events::Tracepoint;
+use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+
+/// Why the kernel events could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// Not allowed (not root, no CAP_PERFMON): the caller falls back to /proc.
+    Permission(io::Error),
+    /// Anything else (a kernel without a tracepoint, out of memory for the rings).
+    Other(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Permission(e) => write!(f, "no permission for kernel tracepoints: {e}"),
+            OpenError::Other(what) => f.write_str(what),
+        }
+    }
+}
+
+fn is_permission(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
+/// The events and ring of one CPU.
+struct CpuRing {
+    cpu: u16,
+    /// The first tracepoint's event, which owns the ring.
+    sampler: Sampler,
+    /// The other tracepoints' events, writing into `sampler`'s ring. Kept open: closing
+    /// them would stop their events.
+    members: Vec<Counter>,
+}
+
+/// Every CPU's ring.
+pub struct KernelRings {
+    rings: Vec<CpuRing>,
+    ring_bytes: usize,
+}
+
+impl KernelRings {
+    /// Opens tracepoints `ids` on every CPU of `cpus`, disabled, each CPU with a ring of
+    /// `ring_bytes` (rounded up to a power of two pages).
+    pub fn open(ids: &[u64], cpus: &[u16], ring_bytes: usize) -> Result<KernelRings, OpenError> {
+        let mut rings = Vec::with_capacity(cpus.len());
+        for &cpu in cpus {
+            let mut sampler = None;
+            let mut members = Vec::with_capacity(ids.len().saturating_sub(1));
+            for &id in ids {
+                let counter = Builder::new(Tracepoint::with_id(id))
+                    .any_pid()
+                    .one_cpu(usize::from(cpu))
+                    .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::RAW)
+                    .sample_period(1)
+                    .sample_id_all(true)
+                    .clockid(Clock::MONOTONIC)
+                    .exclude_kernel(false)
+                    .build()
+                    .map_err(|e| {
+                        if is_permission(&e) {
+                            OpenError::Permission(e)
+                        } else {
+                            OpenError::Other(format!(
+                                "cannot open tracepoint {id} on CPU {cpu}: {e}"
+                            ))
+                        }
+                    })?;
+                match &sampler {
+                    None => {
+                        let s = counter.sampled(ring_bytes).map_err(|e| {
+                            if is_permission(&e) {
+                                OpenError::Permission(e)
+                            } else {
+                                OpenError::Other(format!(
+                                    "cannot map a {ring_bytes}-byte ring on CPU {cpu}: {e}"
+                                ))
+                            }
+                        })?;
+                        sampler = Some(s);
+                    }
+                    Some(s) => {
+                        set_output(&counter, s).map_err(|e| {
+                            OpenError::Other(format!("cannot share the ring of CPU {cpu}: {e}"))
+                        })?;
+                        members.push(counter);
+                    }
+                }
+            }
+            let Some(sampler) = sampler else {
+                return Err(OpenError::Other("no tracepoint to open".into()));
+            };
+            rings.push(CpuRing {
+                cpu,
+                sampler,
+                members,
+            });
+        }
+        Ok(KernelRings {
+            rings,
+            ring_bytes: ring_bytes.next_power_of_two(),
+        })
+    }
+
+    /// Starts every event.
+    pub fn enable(&mut self) -> io::Result<()> {
+        for ring in &mut self.rings {
+            ring.sampler.as_counter_mut().enable()?;
+            for m in &mut ring.members {
+                m.enable()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every event (records already in the rings stay readable).
+    pub fn disable(&mut self) -> io::Result<()> {
+        for ring in &mut self.rings {
+            ring.sampler.as_counter_mut().disable()?;
+            for m in &mut ring.members {
+                m.disable()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands every record now in the rings to `each(cpu, type, body)`, consuming them.
+    /// Reads at most one ring's worth per CPU so that a CPU producing faster than the
+    /// reader cannot keep it here forever. Returns the number of records.
+    pub fn read(&mut self, mut each: impl FnMut(u16, u32, &[u8])) -> u64 {
+        let mut n = 0;
+        for ring in &mut self.rings {
+            let mut bytes = 0usize;
+            while let Some(record) = ring.sampler.next_record() {
+                bytes += record.len() + 8;
+                let body = record.to_contiguous();
+                each(ring.cpu, record.ty(), &body);
+                n += 1;
+                // Dropping `record` hands its space back to the kernel.
+                if bytes >= self.ring_bytes {
+                    break;
+                }
+            }
+        }
+        n
+    }
+}
+
+/// Makes `counter` write its records into `target`'s ring.
+fn set_output(counter: &Counter, target: &Sampler) -> io::Result<()> {
+    // SAFETY: both descriptors are open perf events owned by the caller for the duration
+    // of the call; SET_OUTPUT takes the target descriptor by value and touches no memory
+    // of ours.
+    let rc =
+        unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(counter.as_raw_fd(), target.as_raw_fd()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

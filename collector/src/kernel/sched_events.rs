@@ -1,0 +1,414 @@
+//! Turns tracepoint samples into trace events, using the field layouts read from
+//! tracefs. Pure: the layouts are built from [`Format`]s, and decoding reads only the
+//! sample's bytes.
+
+use sonda_trace::{Cpu, Event, Pid, Tid};
+
+use super::perf_record::Sample;
+use super::tp_format::{Field, Format};
+
+/// `clone_flags` bit: the new task is a thread of its parent's process.
+const CLONE_THREAD: u64 = 0x0001_0000;
+
+/// The tracepoints sonda records, as `(subsystem, name)`.
+pub const TRACEPOINTS: [(&str, &str); 8] = [
+    ("sched", "sched_switch"),
+    ("sched", "sched_waking"),
+    ("sched", "sched_wakeup"),
+    ("sched", "sched_wakeup_new"),
+    ("task", "task_newtask"),
+    ("sched", "sched_process_exit"),
+    ("sched", "sched_process_exec"),
+    ("task", "task_rename"),
+];
+
+/// A tracepoint whose format lacks a field sonda needs.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct MissingField {
+    /// The tracepoint.
+    pub tracepoint: String,
+    /// The field.
+    pub field: &'static str,
+}
+
+impl std::fmt::Display for MissingField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tracepoint {} has no field {} on this kernel",
+            self.tracepoint, self.field
+        )
+    }
+}
+
+fn field(format: &Format, name: &'static str) -> Result<Field, MissingField> {
+    format.field(name).cloned().ok_or_else(|| MissingField {
+        tracepoint: format.name.clone(),
+        field: name,
+    })
+}
+
+struct SwitchLayout {
+    prev_pid: Field,
+    prev_state: Field,
+    next_pid: Field,
+}
+
+struct WakeLayout {
+    pid: Field,
+    target_cpu: Field,
+}
+
+struct NewTaskLayout {
+    pid: Field,
+    comm: Field,
+    clone_flags: Field,
+}
+
+struct ExecLayout {
+    filename: Field,
+    pid: Field,
+}
+
+struct RenameLayout {
+    /// Absent on kernels that dropped it: the renamed task is then the sample's own.
+    pid: Option<Field>,
+    newcomm: Field,
+}
+
+/// What a tracepoint id stands for.
+enum Kind {
+    Switch,
+    Waking,
+    Wakeup { new_task: bool },
+    NewTask,
+    Exit,
+    Exec,
+    Rename,
+}
+
+/// Decodes the payloads of the tracepoints in [`TRACEPOINTS`].
+pub struct SchedDecoder {
+    ids: Vec<(u16, Kind)>,
+    switch: SwitchLayout,
+    waking: WakeLayout,
+    wakeup: WakeLayout,
+    wakeup_new: WakeLayout,
+    newtask: NewTaskLayout,
+    exit_pid: Field,
+    exec: ExecLayout,
+    rename: RenameLayout,
+}
+
+impl SchedDecoder {
+    /// Builds the decoder from the formats of [`TRACEPOINTS`], in that order.
+    pub fn new(formats: &[Format; 8]) -> Result<SchedDecoder, MissingField> {
+        let [switch, waking, wakeup, wakeup_new, newtask, exit, exec, rename] = formats;
+        let wake = |f: &Format| -> Result<WakeLayout, MissingField> {
+            Ok(WakeLayout {
+                pid: field(f, "pid")?,
+                target_cpu: field(f, "target_cpu")?,
+            })
+        };
+        let id = |f: &Format| f.id as u16;
+        Ok(SchedDecoder {
+            ids: vec![
+                (id(switch), Kind::Switch),
+                (id(waking), Kind::Waking),
+                (id(wakeup), Kind::Wakeup { new_task: false }),
+                (id(wakeup_new), Kind::Wakeup { new_task: true }),
+                (id(newtask), Kind::NewTask),
+                (id(exit), Kind::Exit),
+                (id(exec), Kind::Exec),
+                (id(rename), Kind::Rename),
+            ],
+            switch: SwitchLayout {
+                prev_pid: field(switch, "prev_pid")?,
+                prev_state: field(switch, "prev_state")?,
+                next_pid: field(switch, "next_pid")?,
+            },
+            waking: wake(waking)?,
+            wakeup: wake(wakeup)?,
+            wakeup_new: wake(wakeup_new)?,
+            newtask: NewTaskLayout {
+                pid: field(newtask, "pid")?,
+                comm: field(newtask, "comm")?,
+                clone_flags: field(newtask, "clone_flags")?,
+            },
+            exit_pid: field(exit, "pid")?,
+            exec: ExecLayout {
+                filename: field(exec, "filename")?,
+                pid: field(exec, "pid")?,
+            },
+            rename: RenameLayout {
+                pid: rename.field("pid").cloned(),
+                newcomm: field(rename, "newcomm")?,
+            },
+        })
+    }
+
+    /// The event a sample stands for; `None` for a sample of another tracepoint or a
+    /// payload too short for its layout (counted by the caller as undecodable).
+    pub fn decode(&self, s: &Sample<'_>) -> Option<Event> {
+        let id = s.tracepoint_id()?;
+        let (_, kind) = self.ids.iter().find(|(i, _)| *i == id)?;
+        let raw = s.raw;
+        let cpu = Cpu(s.cpu as u16);
+        Some(match kind {
+            Kind::Switch => Event::Switch {
+                cpu,
+                prev: Tid(self.switch.prev_pid.read_u32(raw)?),
+                prev_state: self.switch.prev_state.read_u64(raw)?,
+                next: Tid(self.switch.next_pid.read_u32(raw)?),
+            },
+            Kind::Waking => Event::Waking {
+                cpu,
+                waker: Tid(s.tid),
+                wakee: Tid(self.waking.pid.read_u32(raw)?),
+            },
+            Kind::Wakeup { new_task } => {
+                let layout = if *new_task {
+                    &self.wakeup_new
+                } else {
+                    &self.wakeup
+                };
+                Event::Wakeup {
+                    target: Cpu(layout.target_cpu.read_u32(raw)? as u16),
+                    wakee: Tid(layout.pid.read_u32(raw)?),
+                    new_task: *new_task,
+                }
+            }
+            Kind::NewTask => {
+                let child = self.newtask.pid.read_u32(raw)?;
+                let flags = self.newtask.clone_flags.read_u64(raw)?;
+                // A thread joins its creator's process; anything else starts a process.
+                let pid = if flags & CLONE_THREAD != 0 {
+                    s.pid
+                } else {
+                    child
+                };
+                Event::NewTask {
+                    parent: Tid(s.tid),
+                    child: Tid(child),
+                    pid: Pid(pid),
+                    comm: self.newtask.comm.read_str(raw)?,
+                }
+            }
+            Kind::Exit => Event::TaskExit {
+                tid: Tid(self.exit_pid.read_u32(raw)?),
+            },
+            Kind::Exec => {
+                let pid = self.exec.pid.read_u32(raw)?;
+                Event::Exec {
+                    pid: Pid(pid),
+                    tid: Tid(s.tid),
+                    filename: self.exec.filename.read_str(raw)?,
+                }
+            }
+            Kind::Rename => Event::Rename {
+                tid: Tid(match &self.rename.pid {
+                    Some(f) => f.read_u32(raw)?,
+                    None => s.tid,
+                }),
+                comm: self.rename.newcomm.read_str(raw)?,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn real_formats() -> [Format; 8] {
+        let texts = [
+            include_str!("../../testdata/sched_switch.format"),
+            include_str!("../../testdata/sched_waking.format"),
+            include_str!("../../testdata/sched_wakeup.format"),
+            include_str!("../../testdata/sched_wakeup_new.format"),
+            include_str!("../../testdata/task_newtask.format"),
+            include_str!("../../testdata/sched_process_exit.format"),
+            include_str!("../../testdata/sched_process_exec.format"),
+            include_str!("../../testdata/task_rename.format"),
+        ];
+        texts.map(|t| Format::parse(t).unwrap())
+    }
+
+    /// A payload of `format` with the named fields set (strings or integers).
+    pub(crate) fn payload(format: &Format, values: &[(&str, Value)]) -> Vec<u8> {
+        let len = format
+            .fields
+            .iter()
+            .map(|f| f.offset + f.size)
+            .max()
+            .unwrap();
+        let mut raw = vec![0u8; len];
+        raw[0..2].copy_from_slice(&(format.id as u16).to_ne_bytes());
+        for (name, value) in values {
+            let f = format.field(name).unwrap();
+            match value {
+                Value::Int(v) => {
+                    raw[f.offset..f.offset + f.size].copy_from_slice(&v.to_ne_bytes()[..f.size])
+                }
+                Value::Str(s) if f.placement == super::super::tp_format::Placement::DataLoc => {
+                    let at = raw.len();
+                    raw.extend_from_slice(s.as_bytes());
+                    raw.push(0);
+                    let loc = at as u32 | ((s.len() as u32 + 1) << 16);
+                    raw[f.offset..f.offset + 4].copy_from_slice(&loc.to_ne_bytes());
+                }
+                Value::Str(s) => raw[f.offset..f.offset + s.len()].copy_from_slice(s.as_bytes()),
+            }
+        }
+        raw
+    }
+
+    pub(crate) enum Value {
+        Int(u64),
+        Str(&'static str),
+    }
+    use Value::*;
+
+    fn sample(pid: u32, tid: u32, cpu: u32, raw: &[u8]) -> Sample<'_> {
+        Sample {
+            pid,
+            tid,
+            time: 5,
+            cpu,
+            raw,
+        }
+    }
+
+    #[test]
+    fn decodes_switch_wakeups_and_lifecycle_events() {
+        let f = real_formats();
+        let d = SchedDecoder::new(&f).unwrap();
+        let sw = payload(
+            &f[0],
+            &[
+                ("prev_pid", Int(100)),
+                ("prev_state", Int(0x100)),
+                ("next_pid", Int(0)),
+            ],
+        );
+        assert_eq!(
+            d.decode(&sample(100, 100, 1, &sw)),
+            Some(Event::Switch {
+                cpu: Cpu(1),
+                prev: Tid(100),
+                prev_state: 0x100,
+                next: Tid(0)
+            })
+        );
+        let wk = payload(&f[1], &[("pid", Int(7)), ("target_cpu", Int(0))]);
+        assert_eq!(
+            d.decode(&sample(3, 4, 1, &wk)),
+            Some(Event::Waking {
+                cpu: Cpu(1),
+                waker: Tid(4),
+                wakee: Tid(7)
+            })
+        );
+        let wu = payload(&f[3], &[("pid", Int(7)), ("target_cpu", Int(1))]);
+        assert_eq!(
+            d.decode(&sample(3, 4, 0, &wu)),
+            Some(Event::Wakeup {
+                target: Cpu(1),
+                wakee: Tid(7),
+                new_task: true
+            })
+        );
+        let thread = payload(
+            &f[4],
+            &[
+                ("pid", Int(201)),
+                ("comm", Str("java")),
+                ("clone_flags", Int(0x3d0f00)),
+            ],
+        );
+        assert_eq!(
+            d.decode(&sample(200, 200, 0, &thread)),
+            Some(Event::NewTask {
+                parent: Tid(200),
+                child: Tid(201),
+                pid: Pid(200),
+                comm: "java".into()
+            })
+        );
+        let process = payload(
+            &f[4],
+            &[
+                ("pid", Int(300)),
+                ("comm", Str("sh")),
+                ("clone_flags", Int(0x1200011)),
+            ],
+        );
+        assert_eq!(
+            d.decode(&sample(200, 201, 0, &process)),
+            Some(Event::NewTask {
+                parent: Tid(201),
+                child: Tid(300),
+                pid: Pid(300),
+                comm: "sh".into()
+            })
+        );
+        let exec = payload(
+            &f[6],
+            &[
+                ("filename", Str("/usr/bin/dd")),
+                ("pid", Int(300)),
+                ("old_pid", Int(300)),
+            ],
+        );
+        assert_eq!(
+            d.decode(&sample(300, 300, 0, &exec)),
+            Some(Event::Exec {
+                pid: Pid(300),
+                tid: Tid(300),
+                filename: "/usr/bin/dd".into()
+            })
+        );
+        let rename = payload(
+            &f[7],
+            &[
+                ("pid", Int(201)),
+                ("oldcomm", Str("java")),
+                ("newcomm", Str("C2 Compiler")),
+            ],
+        );
+        assert_eq!(
+            d.decode(&sample(200, 201, 0, &rename)),
+            Some(Event::Rename {
+                tid: Tid(201),
+                comm: "C2 Compiler".into()
+            })
+        );
+        let exit = payload(&f[5], &[("pid", Int(201))]);
+        assert_eq!(
+            d.decode(&sample(200, 201, 0, &exit)),
+            Some(Event::TaskExit { tid: Tid(201) })
+        );
+    }
+
+    #[test]
+    fn foreign_ids_and_short_payloads_decode_to_nothing() {
+        let f = real_formats();
+        let d = SchedDecoder::new(&f).unwrap();
+        let mut other = vec![0u8; 68];
+        other[0..2].copy_from_slice(&9999u16.to_ne_bytes());
+        assert_eq!(d.decode(&sample(1, 1, 0, &other)), None);
+        let sw = payload(&f[0], &[("prev_pid", Int(1))]);
+        assert_eq!(d.decode(&sample(1, 1, 0, &sw[..50])), None);
+    }
+
+    #[test]
+    fn a_format_without_a_needed_field_is_refused() {
+        let mut f = real_formats();
+        f[0].fields.retain(|x| x.name != "prev_state");
+        let e = SchedDecoder::new(&f).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "tracepoint sched_switch has no field prev_state on this kernel"
+        );
+    }
+}
