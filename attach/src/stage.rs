@@ -13,6 +13,10 @@
 //! to the expected user and not be writable by others, and the file is written under a
 //! fresh name (`O_EXCL`) and renamed into place. The copy is left behind: a loaded agent
 //! stays mapped until the JVM exits, and a later attach reuses the directory.
+//!
+//! Limits: the copy only helps if the library's own dependencies (glibc) exist in the
+//! container, and if its `/tmp` is not mounted `noexec` (then `dlopen` fails and
+//! [`crate::load_agent`] reports the JVM's message).
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
