@@ -1,1 +1,40 @@
-//! Placeholder: being written.
+//! sonda's timeline: turns a trace's records into what every view of it needs.
+//!
+//! - Per-thread state intervals from kernel records ([`sched`]: running, waiting for a
+//!   CPU, sleeping, in I/O, ...; or from `/proc` samples, module `procfs`), each with the
+//!   CPU it concerns, covering every thread's whole life.
+//! - Per-thread call stacks of instrumented Java methods and native functions, repaired
+//!   where the agent dropped events ([`stack`]).
+//! - Garbage collections and contended monitor waits (module `jvm`), wake edges (who woke
+//!   whom), CPU migrations.
+//!
+//! [`Timeline`] runs all of these as one streaming state machine over the trace's
+//! records, with memory bounded by the number of threads and their stack depths; it
+//! does no I/O and hands its output to a [`Sink`]. The Paraver exporter
+//! (`sonda-paraver`), the terminal [`report`] and the service-time model are sinks.
+//!
+//! Stable entry points for the `sonda` command: [`report::render`] here and
+//! `sonda_paraver::export`.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod feed;
+mod jvm;
+pub mod names;
+mod output;
+mod procfs;
+pub mod report;
+pub mod sched;
+pub mod stack;
+mod state;
+pub mod synthetic;
+mod timeline;
+
+pub use feed::{origin, Feed};
+pub use output::{
+    At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, Migration, MonitorWait, Sink,
+    ThreadIx, UserValue, WakeEdge,
+};
+pub use sched::ThreadStats;
+pub use state::{StateTotals, ThreadState};
+pub use timeline::{Repairs, Timeline};

@@ -1,0 +1,627 @@
+//! One thread's scheduling state machine: kernel records in, state [`Interval`]s out.
+//!
+//! ```text
+//!                 NewTask / wakeup_new                 switch-in (next)
+//!   NotCreated ───────────────────────▶ Runnable ─────────────────────────▶ Running
+//!                                        ▲   ▲  ◀───────────────────────────  │  │
+//!                                        │   │   switch-out, still runnable   │  │
+//!                               wakeup   │   │   (preempted, yielded)         │  │
+//!                                        │   │                                │  │
+//!            Sleeping / Uninterruptible / Stopped / Idle ◀────────────────────┘  │
+//!                           switch-out with prev_state S, D, T/t, I/P            │
+//!                                                                                │
+//!   NotCreated ◀─── the last switch-out after TaskExit (or with prev_state X/Z) ─┘
+//! ```
+//!
+//! - A wakeup of a thread that is running or already runnable changes nothing.
+//! - Every interval carries a CPU: the one the thread runs on (Running), waits on
+//!   (Runnable: the CPU it was preempted on, or the wakeup's target), or last ran on
+//!   (asleep). An interval opened without one (a newborn thread before its first
+//!   wakeup) takes the first CPU a record names for it.
+//! - An interval ends only when the state or the CPU changes: records that change
+//!   nothing (a conflicting switch-in of a running thread) do not split it.
+//! - Threads that existed before the trace: until the first record that names a thread,
+//!   its state is unknown. That record says what it was doing since the origin
+//!   ([`evidence`]): a switch-out means it was running there, a switch-in that it was
+//!   waiting for that CPU, a wakeup that it was asleep, a `NewTask` that it did not
+//!   exist yet; an agent event (tracepoint traces only) means it was running. A thread no
+//!   record ever names is presumed asleep for the whole trace (`ThreadStats::unseen`).
+//!   A caller that can look ahead (the Paraver exporter) may set the presumed state
+//!   beforehand with [`Sched::presume`], so that a state written out early
+//!   ([`Sched::cut`]) is already right.
+//! - Records that contradict the state (a switch-out of a thread that was not running:
+//!   kernel records were lost) are applied anyway and counted as conflicts.
+//! - `/proc` samples replace switches in traces without tracepoints: see
+//!   `procfs` for that approximation.
+
+use sonda_trace::{Cpu, Event, Source, SwitchOut, Tid, Time};
+
+use crate::output::{Interval, Sink, ThreadIx};
+use crate::procfs::{split, Sample};
+use crate::state::{StateTotals, ThreadState};
+
+/// What the timeline counted for one thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Time in each state.
+    pub states: StateTotals,
+    /// Times it was switched in (the kernel's timeslice count in `schedstat`).
+    pub switches: u64,
+    /// Times it was switched out while still runnable (preempted or yielded).
+    pub preemptions: u64,
+    /// Times it was switched in on a CPU other than the one it last ran on.
+    pub migrations: u64,
+    /// Times it was woken from a sleep.
+    pub wakeups: u64,
+    /// When it was created, if that happened during the trace.
+    pub born: Option<Time>,
+    /// When it ended, if that happened during the trace.
+    pub ended: Option<Time>,
+    /// No record named it: its state for the whole trace is presumed, not seen.
+    pub unseen: bool,
+    /// Records that contradicted its state (lost kernel records).
+    pub conflicts: u64,
+    /// Agent records of this thread the agent dropped (`Event::Dropped`).
+    pub dropped: u64,
+}
+
+/// What the thread's state was before `event`, when `event` is the first record that
+/// names `tid`: the state to assume from the trace origin, and its CPU if known.
+pub fn evidence(event: &Event, tid: Tid, source: Source) -> Option<(ThreadState, Option<Cpu>)> {
+    use ThreadState::*;
+    let agent = source == Source::Tracepoints;
+    Some(match *event {
+        Event::Switch { cpu, prev, .. } if prev == tid => (Running, Some(cpu)),
+        Event::Switch { cpu, next, .. } if next == tid => (Runnable, Some(cpu)),
+        Event::Waking { cpu, waker, .. } if waker == tid => (Running, Some(cpu)),
+        Event::Waking { wakee, .. } if wakee == tid => (Sleeping, None),
+        Event::Wakeup {
+            wakee, new_task, ..
+        } if wakee == tid => (if new_task { NotCreated } else { Sleeping }, None),
+        Event::NewTask { child, .. } if child == tid => (NotCreated, None),
+        Event::NewTask { parent, .. } if parent == tid => (Running, None),
+        Event::TaskExit { tid: t } if t == tid => (Running, None),
+        Event::ProcSample {
+            tid: t, cpu, state, ..
+        } if t == tid && source == Source::Procfs => {
+            let s = SwitchOut::from_proc_letter(state)?;
+            (
+                Sample {
+                    time: Time(0),
+                    state: s,
+                    cpu,
+                    run_ns: 0,
+                    wait_ns: 0,
+                }
+                .presumed()
+                .unwrap_or(Running),
+                Some(cpu),
+            )
+        }
+        Event::ThreadStart { tid: t }
+        | Event::ThreadEnd { tid: t }
+        | Event::Enter { tid: t, .. }
+        | Event::Leave { tid: t, .. }
+        | Event::FuncEnter { tid: t, .. }
+        | Event::FuncLeave { tid: t, .. }
+        | Event::MonitorContended { tid: t, .. }
+        | Event::MonitorEntered { tid: t, .. }
+        | Event::User { tid: t, .. }
+        | Event::GcStart { tid: t, .. }
+        | Event::GcEnd { tid: t, .. }
+            if t == tid && agent =>
+        {
+            (Running, None)
+        }
+        _ => return None,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Life {
+    /// No record has named the thread yet: the open interval's state is presumed.
+    Unseen,
+    Alive,
+    /// `TaskExit` seen: its next switch-out is its last.
+    Exiting,
+    Ended,
+}
+
+/// The scheduling state machine of one thread.
+#[derive(Debug)]
+pub(crate) struct Sched {
+    ix: ThreadIx,
+    tid: Tid,
+    life: Life,
+    state: ThreadState,
+    since: Time,
+    cpu: Option<Cpu>,
+    last_ran: Option<Cpu>,
+    sample: Option<Sample>,
+    pub stats: ThreadStats,
+}
+
+impl Sched {
+    /// A thread not yet named by any record, presumed asleep from `origin`.
+    pub fn new(ix: ThreadIx, tid: Tid, origin: Time) -> Sched {
+        Sched {
+            ix,
+            tid,
+            life: Life::Unseen,
+            state: ThreadState::Sleeping,
+            since: origin,
+            cpu: None,
+            last_ran: None,
+            sample: None,
+            stats: ThreadStats::default(),
+        }
+    }
+
+    pub fn tid(&self) -> Tid {
+        self.tid
+    }
+    pub fn state(&self) -> ThreadState {
+        self.state
+    }
+    pub fn cpu(&self) -> Option<Cpu> {
+        self.cpu
+    }
+    pub fn since(&self) -> Time {
+        self.since
+    }
+    pub fn is_unseen(&self) -> bool {
+        self.life == Life::Unseen
+    }
+    pub fn is_ended(&self) -> bool {
+        self.life == Life::Ended
+    }
+    pub fn is_exiting(&self) -> bool {
+        self.life == Life::Exiting
+    }
+
+    /// Sets what an unseen thread is presumed to do until its first record.
+    pub fn presume(&mut self, state: ThreadState, cpu: Option<Cpu>) {
+        if self.life == Life::Unseen {
+            self.state = state;
+            self.cpu = cpu;
+        }
+    }
+
+    /// Applies the first record's evidence (see [`evidence`]); no-op once seen.
+    pub fn seed(&mut self, state: ThreadState, cpu: Option<Cpu>) {
+        if self.life == Life::Unseen {
+            self.presume(state, cpu);
+            self.life = Life::Alive;
+        }
+    }
+
+    /// Cumulative time on a CPU up to `at`.
+    pub fn running_ns(&self, at: Time) -> u64 {
+        let open = if self.state == ThreadState::Running {
+            at.since(self.since)
+        } else {
+            0
+        };
+        self.stats.states.get(ThreadState::Running) + open
+    }
+
+    /// Ends the open interval at `at` (if it is not empty), keeping its state.
+    fn close(&mut self, at: Time, out: &mut impl Sink) {
+        if at <= self.since {
+            return;
+        }
+        out.interval(&Interval {
+            thread: self.ix,
+            tid: self.tid,
+            begin: self.since,
+            end: at,
+            state: self.state,
+            cpu: self.cpu,
+        });
+        self.stats.states.add(self.state, at.0 - self.since.0);
+        self.since = at;
+    }
+
+    /// From `at` on, the thread is in `state` on `cpu`.
+    fn become_(&mut self, at: Time, state: ThreadState, cpu: Option<Cpu>, out: &mut impl Sink) {
+        if state == self.state && cpu == self.cpu {
+            return;
+        }
+        self.close(at, out);
+        self.state = state;
+        self.cpu = cpu;
+    }
+
+    /// Writes out the open interval up to `at` and continues it from there.
+    pub fn cut(&mut self, at: Time, out: &mut impl Sink) {
+        self.close(at, out);
+    }
+
+    /// The thread left `cpu` at `at` with `prev_state`.
+    pub fn switch_out(&mut self, at: Time, cpu: Cpu, prev_state: u64, out: &mut impl Sink) {
+        if self.life == Life::Ended {
+            return;
+        }
+        if self.state != ThreadState::Running {
+            self.stats.conflicts += 1;
+        } else if self.cpu.is_none() {
+            self.cpu = Some(cpu);
+        }
+        self.last_ran = Some(cpu);
+        match ThreadState::after_switch_out(SwitchOut::from_prev_state(prev_state)) {
+            _ if self.life == Life::Exiting => self.end(at, out),
+            None => self.end(at, out),
+            Some(next) => {
+                if next == ThreadState::Runnable {
+                    self.stats.preemptions += 1;
+                }
+                self.become_(at, next, Some(cpu), out);
+            }
+        }
+    }
+
+    /// The thread starts running on `cpu` at `at`. Returns the CPU it migrated from.
+    pub fn switch_in(&mut self, at: Time, cpu: Cpu, out: &mut impl Sink) -> Option<Cpu> {
+        if self.life == Life::Ended {
+            return None;
+        }
+        if self.state == ThreadState::Running {
+            self.stats.conflicts += 1;
+        }
+        let from = self.last_ran.filter(|&c| c != cpu);
+        self.last_ran = Some(cpu);
+        self.stats.switches += 1;
+        if from.is_some() {
+            self.stats.migrations += 1;
+        }
+        self.become_(at, ThreadState::Running, Some(cpu), out);
+        from
+    }
+
+    /// The thread was put on `target`'s run queue.
+    pub fn wakeup(&mut self, at: Time, target: Cpu, out: &mut impl Sink) {
+        if self.life == Life::Ended {
+            return;
+        }
+        match self.state {
+            ThreadState::NotCreated => {
+                self.stats.born = Some(at);
+                self.become_(at, ThreadState::Runnable, Some(target), out);
+            }
+            s if s.is_asleep() => {
+                self.stats.wakeups += 1;
+                self.become_(at, ThreadState::Runnable, Some(target), out);
+            }
+            ThreadState::Runnable if self.cpu.is_none() => self.cpu = Some(target),
+            _ => {}
+        }
+    }
+
+    /// The thread was created at `at` (`task_newtask`).
+    pub fn new_task(&mut self, at: Time, out: &mut impl Sink) {
+        if self.life == Life::Ended || self.state != ThreadState::NotCreated {
+            self.stats.conflicts += 1;
+            return;
+        }
+        self.stats.born = Some(at);
+        // Its cumulative /proc counters start from zero here.
+        self.sample = Some(Sample {
+            time: at,
+            state: SwitchOut::Runnable,
+            cpu: Cpu(0),
+            run_ns: 0,
+            wait_ns: 0,
+        });
+        self.become_(at, ThreadState::Runnable, None, out);
+    }
+
+    /// The thread began exiting. With tracepoints its last switch-out ends it; from
+    /// `/proc` samples nothing more will come, so it ends here.
+    pub fn task_exit(&mut self, at: Time, source: Source, out: &mut impl Sink) {
+        match self.life {
+            Life::Ended => {}
+            _ if source == Source::Procfs => self.end(at, out),
+            _ => self.life = Life::Exiting,
+        }
+    }
+
+    /// A `/proc` sample (see the `procfs` module).
+    pub fn sample(&mut self, now: Sample, out: &mut impl Sink) {
+        if self.life == Life::Ended {
+            return;
+        }
+        let cpu = Some(now.cpu);
+        if let Some(prev) = self.sample.replace(now) {
+            // Up to the previous sample (or to where the span was already written out)
+            // the open state holds; the span after it is split.
+            let from = self.since.max(prev.time);
+            let mut t = from;
+            for (state, len) in split(from, &prev, &now) {
+                if len > 0 {
+                    self.become_(t, state, cpu, out);
+                    t = Time(t.0 + len);
+                }
+            }
+        }
+        match now.presumed() {
+            Some(state) => self.become_(now.time, state, cpu, out),
+            None => self.end(now.time, out),
+        }
+    }
+
+    /// The thread ended at `at`: it does not exist from then on.
+    pub fn end(&mut self, at: Time, out: &mut impl Sink) {
+        self.become_(at, ThreadState::NotCreated, None, out);
+        self.life = Life::Ended;
+        self.stats.ended = Some(at);
+    }
+
+    /// Closes the open interval at the trace's `end`.
+    pub fn finish(&mut self, end: Time, out: &mut impl Sink) {
+        if self.life == Life::Unseen {
+            self.stats.unseen = true;
+        }
+        self.close(end, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ThreadState::*;
+
+    #[derive(Default)]
+    struct Intervals(Vec<(u64, u64, ThreadState, Option<u16>)>);
+    impl Sink for Intervals {
+        fn interval(&mut self, iv: &Interval) {
+            self.0
+                .push((iv.begin.0, iv.end.0, iv.state, iv.cpu.map(|c| c.0)));
+        }
+    }
+
+    fn fresh() -> Sched {
+        Sched::new(ThreadIx(0), Tid(7), Time(0))
+    }
+
+    #[test]
+    fn preemption_wait_and_sleep() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Running, Some(Cpu(1)));
+        s.switch_out(Time(100), Cpu(1), 0x100, &mut out); // preempted
+        s.switch_in(Time(150), Cpu(1), &mut out);
+        s.switch_out(Time(200), Cpu(1), 0x1, &mut out); // sleeps
+        s.wakeup(Time(300), Cpu(0), &mut out);
+        assert_eq!(s.switch_in(Time(320), Cpu(0), &mut out), Some(Cpu(1)));
+        s.switch_out(Time(400), Cpu(0), 0x2, &mut out); // D
+        s.finish(Time(500), &mut out);
+        assert_eq!(
+            out.0,
+            vec![
+                (0, 100, Running, Some(1)),
+                (100, 150, Runnable, Some(1)),
+                (150, 200, Running, Some(1)),
+                (200, 300, Sleeping, Some(1)),
+                (300, 320, Runnable, Some(0)),
+                (320, 400, Running, Some(0)),
+                (400, 500, Uninterruptible, Some(0)),
+            ]
+        );
+        let st = &s.stats;
+        assert_eq!(
+            (st.switches, st.preemptions, st.migrations, st.wakeups),
+            (2, 1, 1, 1)
+        );
+        assert_eq!(st.states.get(Running), 230);
+        assert_eq!(s.running_ns(Time(500)), 230);
+    }
+
+    #[test]
+    fn a_yield_waits_for_the_cpu() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Running, Some(Cpu(0)));
+        s.switch_out(Time(10), Cpu(0), 0, &mut out);
+        s.finish(Time(20), &mut out);
+        assert_eq!(
+            out.0,
+            vec![(0, 10, Running, Some(0)), (10, 20, Runnable, Some(0))]
+        );
+        assert_eq!(s.stats.preemptions, 1);
+    }
+
+    #[test]
+    fn wakeup_of_a_running_thread_changes_nothing() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Running, Some(Cpu(0)));
+        s.wakeup(Time(5), Cpu(1), &mut out);
+        s.finish(Time(9), &mut out);
+        assert_eq!(out.0, vec![(0, 9, Running, Some(0))]);
+        assert_eq!(s.stats.wakeups, 0);
+    }
+
+    #[test]
+    fn birth_and_death() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(NotCreated, None);
+        s.new_task(Time(10), &mut out);
+        s.wakeup(Time(12), Cpu(1), &mut out); // wakeup_new names the CPU, no split
+        s.switch_in(Time(20), Cpu(1), &mut out);
+        s.task_exit(Time(30), Source::Tracepoints, &mut out);
+        s.switch_out(Time(35), Cpu(1), 0x1, &mut out); // whatever prev_state: the last one
+        s.switch_in(Time(40), Cpu(1), &mut out); // tid reuse or noise: ignored
+        s.finish(Time(50), &mut out);
+        assert_eq!(
+            out.0,
+            vec![
+                (0, 10, NotCreated, None),
+                (10, 20, Runnable, Some(1)),
+                (20, 35, Running, Some(1)),
+                (35, 50, NotCreated, None)
+            ]
+        );
+        assert_eq!(
+            (s.stats.born, s.stats.ended),
+            (Some(Time(10)), Some(Time(35)))
+        );
+        assert_eq!(s.stats.migrations, 0);
+    }
+
+    #[test]
+    fn a_dead_prev_state_ends_the_thread() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Running, Some(Cpu(0)));
+        s.switch_out(Time(10), Cpu(0), 0x10, &mut out);
+        s.finish(Time(20), &mut out);
+        assert_eq!(
+            out.0,
+            vec![(0, 10, Running, Some(0)), (10, 20, NotCreated, None)]
+        );
+    }
+
+    #[test]
+    fn conflicts_are_counted_and_applied() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Sleeping, None);
+        s.switch_out(Time(10), Cpu(0), 0x1, &mut out); // was not running: a lost switch-in
+        s.switch_in(Time(20), Cpu(0), &mut out);
+        s.switch_in(Time(30), Cpu(0), &mut out); // already running: a lost switch-out
+        s.finish(Time(40), &mut out);
+        assert_eq!(s.stats.conflicts, 2);
+        assert_eq!(
+            out.0,
+            vec![
+                (0, 10, Sleeping, None),
+                (10, 20, Sleeping, Some(0)),
+                (20, 40, Running, Some(0))
+            ]
+        );
+    }
+
+    #[test]
+    fn cut_splits_without_changing_totals() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.presume(Sleeping, None);
+        s.cut(Time(50), &mut out);
+        s.seed(Sleeping, None);
+        s.wakeup(Time(80), Cpu(0), &mut out);
+        s.finish(Time(100), &mut out);
+        assert_eq!(
+            out.0,
+            vec![
+                (0, 50, Sleeping, None),
+                (50, 80, Sleeping, None),
+                (80, 100, Runnable, Some(0))
+            ]
+        );
+        assert_eq!(s.stats.states.get(Sleeping), 80);
+    }
+
+    #[test]
+    fn an_unseen_thread_is_presumed_asleep() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.finish(Time(100), &mut out);
+        assert_eq!(out.0, vec![(0, 100, Sleeping, None)]);
+        assert!(s.stats.unseen);
+    }
+
+    #[test]
+    fn proc_samples_split_by_schedstat() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        let sample = |t: u64, l: u8, run: u64, wait: u64| Sample {
+            time: Time(t),
+            state: SwitchOut::from_proc_letter(l).unwrap(),
+            cpu: Cpu(1),
+            run_ns: run,
+            wait_ns: wait,
+        };
+        s.seed(Sleeping, Some(Cpu(1)));
+        s.sample(sample(100, b'S', 1000, 500), &mut out);
+        s.sample(sample(200, b'R', 1030, 510), &mut out);
+        s.sample(sample(300, b'S', 1050, 510), &mut out);
+        s.sample(sample(400, b'Z', 1050, 510), &mut out);
+        s.finish(Time(500), &mut out);
+        assert_eq!(
+            out.0,
+            vec![
+                // Before the first sample its state holds; then 60 asleep, 10 waiting,
+                // 30 running up to the sample seen R.
+                (0, 160, Sleeping, Some(1)),
+                (160, 170, Runnable, Some(1)),
+                // Seen R: running holds into the next span, which ran 20 more.
+                (170, 220, Running, Some(1)),
+                (220, 400, Sleeping, Some(1)),
+                (400, 500, NotCreated, None),
+            ]
+        );
+        assert_eq!(s.stats.states.get(Running), 50);
+        assert_eq!(s.stats.states.get(Runnable), 10);
+    }
+
+    #[test]
+    fn evidence_of_first_records() {
+        let tid = Tid(7);
+        let sw = |prev, next| Event::Switch {
+            cpu: Cpu(3),
+            prev: Tid(prev),
+            prev_state: 1,
+            next: Tid(next),
+        };
+        assert_eq!(
+            evidence(&sw(7, 0), tid, Source::Tracepoints),
+            Some((Running, Some(Cpu(3))))
+        );
+        assert_eq!(
+            evidence(&sw(0, 7), tid, Source::Tracepoints),
+            Some((Runnable, Some(Cpu(3))))
+        );
+        assert_eq!(evidence(&sw(1, 2), tid, Source::Tracepoints), None);
+        let wake = Event::Wakeup {
+            target: Cpu(0),
+            wakee: tid,
+            new_task: false,
+        };
+        assert_eq!(
+            evidence(&wake, tid, Source::Tracepoints),
+            Some((Sleeping, None))
+        );
+        let enter = Event::Enter { tid, method: 1 };
+        assert_eq!(
+            evidence(&enter, tid, Source::Tracepoints),
+            Some((Running, None))
+        );
+        assert_eq!(evidence(&enter, tid, Source::Procfs), None);
+        let sample = Event::ProcSample {
+            tid,
+            cpu: Cpu(1),
+            state: b'D',
+            run_ns: 0,
+            wait_ns: 0,
+        };
+        assert_eq!(
+            evidence(&sample, tid, Source::Procfs),
+            Some((Uninterruptible, Some(Cpu(1))))
+        );
+        let born = Event::NewTask {
+            parent: Tid(1),
+            child: tid,
+            pid: sonda_trace::Pid(1),
+            comm: String::new(),
+        };
+        assert_eq!(
+            evidence(&born, tid, Source::Tracepoints),
+            Some((NotCreated, None))
+        );
+        assert_eq!(
+            evidence(&born, Tid(1), Source::Tracepoints),
+            Some((Running, None))
+        );
+    }
+}
