@@ -145,6 +145,12 @@ pub fn instrument(
             .cp
             .utf8(m.descriptor)
             .ok_or(malformed("method descriptor is not a Utf8 constant"))?;
+        if name == "finalize" && descriptor == "()V" && is_empty_code(&cf, m) {
+            // The JVM registers objects for finalization only when their class has a
+            // non-empty finalize(); probes in an empty one (as in java.lang.Object)
+            // would make every such object finalizable.
+            continue;
+        }
         let mut method_annotations = Vec::new();
         annotations::collect(&cf, &m.attributes, &mut method_annotations)?;
         let method_annotations: Vec<&str> =
@@ -165,6 +171,14 @@ pub fn instrument(
         return Ok(None);
     }
     rewrite(&cf, &this, probe, &selected).map(Some)
+}
+
+/// Whether the method's code is a lone `return`.
+fn is_empty_code(cf: &ClassFile<'_>, m: &class_file::Method) -> bool {
+    m.attributes
+        .iter()
+        .find(|a| cf.is(a, "Code"))
+        .is_some_and(|a| cf.info(a).get(4..9) == Some(&[0, 0, 0, 1, opcodes::RETURN][..]))
 }
 
 fn rewrite(

@@ -247,6 +247,7 @@ fn corpus_runs_verified_and_balanced() {
     assert!(c("corpus/NearLimit.big(I)I").1 == 1);
     // Entered and left by every worker thread.
     assert_eq!(c("corpus/Threads.work(I)I"), (14, 14, 0));
+    let _ = fs::remove_dir_all(&tmp);
 }
 
 #[test]
@@ -276,4 +277,5 @@ fn probe_class_loads_and_is_left_alone() {
         String::from_utf8_lossy(&out.stdout),
         "public final java.lang.Object\nin public static native void\nout public static native void\nthrown public static native void\n"
     );
+    let _ = fs::remove_dir_all(&tmp);
 }
