@@ -1,0 +1,76 @@
+//! The agent's totals, written at the end as `Meta::Counter { name: "agent.<name>" }`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::meta;
+
+/// One total.
+pub struct Counter {
+    name: &'static str,
+    value: AtomicU64,
+}
+
+impl Counter {
+    const fn new(name: &'static str) -> Counter {
+        Counter {
+            name,
+            value: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.value.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one.
+    pub fn incr(&self) {
+        self.add(1);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.value.load(Ordering::Relaxed)
+    }
+}
+
+/// Classes rewritten with probes (a retransformed class counts again).
+pub static CLASSES_INSTRUMENTED: Counter = Counter::new("classes_instrumented");
+/// Distinct methods given an id and a `Meta::Method`.
+pub static METHODS_INSTRUMENTED: Counter = Counter::new("methods_instrumented");
+/// Classes the rewriter refused (left unchanged, with a warning).
+pub static CLASSES_REFUSED: Counter = Counter::new("classes_refused");
+/// Candidate classes loaded before the probe class existed (retransformed at VMInit).
+pub static CLASSES_BEFORE_PROBES: Counter = Counter::new("classes_before_probes");
+/// Already-loaded classes retransformed at VMInit or attach.
+pub static CLASSES_RETRANSFORMED: Counter = Counter::new("classes_retransformed");
+/// Classes that could not be retransformed.
+pub static RETRANSFORM_FAILURES: Counter = Counter::new("retransform_failures");
+/// Java threads named (`Meta::JavaThread` written).
+pub static THREADS_NAMED: Counter = Counter::new("threads_named");
+/// Live Java threads whose kernel id could not be found.
+pub static THREADS_UNNAMED: Counter = Counter::new("threads_unnamed");
+/// Monitor classes interned (`Meta::MonitorClass` written).
+pub static MONITOR_CLASSES: Counter = Counter::new("monitor_classes");
+/// Warnings written (including internal errors caught).
+pub static WARNINGS: Counter = Counter::new("warnings");
+
+static ALL: [&Counter; 10] = [
+    &CLASSES_INSTRUMENTED,
+    &METHODS_INSTRUMENTED,
+    &CLASSES_REFUSED,
+    &CLASSES_BEFORE_PROBES,
+    &CLASSES_RETRANSFORMED,
+    &RETRANSFORM_FAILURES,
+    &THREADS_NAMED,
+    &THREADS_UNNAMED,
+    &MONITOR_CLASSES,
+    &WARNINGS,
+];
+
+/// Writes every counter to the metadata log.
+pub fn publish() {
+    for c in ALL {
+        meta::counter(c.name, c.get());
+    }
+}

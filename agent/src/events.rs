@@ -1,0 +1,101 @@
+//! What each JVMTI event does. The glue (`jvmti::callbacks`) calls these inside its
+//! panic guard; each forwards to the module of its concern.
+
+use std::sync::atomic::Ordering;
+
+use sonda_shm::records;
+
+use crate::agent::{Agent, State};
+use crate::jvmti::{ClassLoad, EventHandler, Jni, Jvmti, LoadMode, Local};
+use crate::{buffers, clock, counters, meta, probe};
+
+impl EventHandler for Agent {
+    fn agent_load(&self, jvmti: Jvmti, jni: Option<&Jni<'_>>, options: &str, mode: LoadMode) {
+        self.load(jvmti, jni, options, mode);
+    }
+
+    fn vm_init(&self, jni: &Jni<'_>, thread: Local<'_>) {
+        if let Some(state) = self.state() {
+            live_start(state, jni, Some(thread));
+        }
+    }
+
+    fn vm_death(&self, _jni: &Jni<'_>) {
+        let Some(state) = self.state() else { return };
+        buffers::record(clock::now(), records::VM_DEATH, 0);
+        finish(state);
+    }
+
+    fn thread_start(&self, jni: &Jni<'_>, thread: Local<'_>) {
+        if let Some(state) = self.state() {
+            state.threads.started(state.jvmti, jni, thread);
+        }
+    }
+
+    fn thread_end(&self, _jni: &Jni<'_>, _thread: Local<'_>) {
+        if let Some(state) = self.state() {
+            state.threads.ended();
+        }
+    }
+
+    // On the VM thread at a safepoint: no JNI, no JVMTI; only the ring.
+    fn gc_start(&self) {
+        buffers::record(clock::now(), records::GC_START, 0);
+    }
+
+    fn gc_finish(&self) {
+        buffers::record(clock::now(), records::GC_END, 0);
+    }
+
+    fn monitor_contended_enter(&self, jni: &Jni<'_>, _thread: Local<'_>, object: Local<'_>) {
+        if let Some(state) = self.state() {
+            state.monitors.contended(state.jvmti, jni, object);
+        }
+    }
+
+    fn monitor_contended_entered(&self, jni: &Jni<'_>, _thread: Local<'_>, object: Local<'_>) {
+        if let Some(state) = self.state() {
+            state.monitors.entered(state.jvmti, jni, object);
+        }
+    }
+
+    fn class_file_load(&self, load: &ClassLoad<'_>) -> Option<Vec<u8>> {
+        self.state()?.transformer.as_ref()?.class_file_load(load)
+    }
+
+    fn internal_error(&self, place: &'static str, message: &str) {
+        Agent::internal_error(self, place, message);
+    }
+}
+
+/// The start of the live phase: VMInit after a launch, or the attach itself. Defines
+/// the probes, names the threads alive now, and instruments the classes loaded so far.
+pub fn live_start(state: &State, jni: &Jni<'_>, thread: Option<Local<'_>>) {
+    if state.live.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    buffers::record(clock::now(), records::VM_INIT, 0);
+    if let Err(e) = probe::install(jni) {
+        meta::warning(format!(
+            "probe class {} not installed, no method is traced: {e}",
+            probe::PROBE.class
+        ));
+    }
+    state.threads.name_live_threads(state.jvmti, jni, thread);
+    if let Some(t) = &state.transformer {
+        if probe::ready() {
+            t.retransform_loaded(state.jvmti, jni);
+        }
+    }
+}
+
+/// The end (VMDeath): warnings for patterns that matched nothing, and the totals.
+pub fn finish(state: &State) {
+    if state.ended.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    if let Some(t) = &state.transformer {
+        t.report_unmatched();
+    }
+    counters::publish();
+}

@@ -1,0 +1,200 @@
+//! Method tracing by rewriting classes as they load (ClassFileLoadHook), and by
+//! retransforming the classes loaded before the probes existed.
+//!
+//! For each class the filter may match, `sonda_rewriter::instrument` offers every
+//! method to [`Transformer::select`], which asks the filter, counts a hit for the
+//! include pattern that matched, and gives the method its id. Ids are per (class,
+//! method, descriptor) name: a class loaded by two loaders, or retransformed, keeps its
+//! ids, and each id gets one `Meta::Method`. A class the rewriter refuses stays as it
+//! was (the hook returns nothing) and gets a `Meta::Warning`.
+//!
+//! Classes loaded before VMInit (most of `java.base`) cannot call the probe class yet;
+//! the hook leaves them alone and [`Transformer::retransform_loaded`] retransforms the
+//! candidates once the probes are ready. Retransformation always starts from the bytes
+//! the class was loaded with, so retransforming again with the hook returning nothing
+//! gives the JVM back the original classes (for a later detach).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use sonda_filter::{MethodFilter, MethodRef};
+use sonda_rewriter::{class_name, instrument, MethodInfo};
+use sonda_trace::Meta;
+
+use crate::jvmti::{ClassLoad, Jni, Jvmti, Local};
+use crate::probe::{self, PROBE};
+use crate::{buffers, counters, meta};
+
+/// The method-tracing state: the filter, per-pattern hits, method ids.
+pub struct Transformer {
+    filter: MethodFilter,
+    hits: Vec<AtomicU64>,
+    ids: Mutex<HashMap<MethodKey, MethodId>>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct MethodKey {
+    class: String,
+    name: String,
+    descriptor: String,
+}
+
+#[derive(Clone, Copy)]
+struct MethodId {
+    id: u32,
+    /// Whether its `Meta::Method` was written (only once a rewrite succeeded).
+    described: bool,
+}
+
+impl Transformer {
+    /// Method tracing with `filter` (which must not be empty).
+    pub fn new(filter: MethodFilter) -> Transformer {
+        let hits = filter
+            .includes()
+            .iter()
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        Transformer {
+            filter,
+            hits,
+            ids: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The ClassFileLoadHook: new bytes for `load`, or `None` to leave it unchanged.
+    pub fn class_file_load(&self, load: &ClassLoad<'_>) -> Option<Vec<u8>> {
+        let name = match &load.name {
+            Some(n) => n.clone(),
+            None => class_name(load.bytes)?,
+        };
+        if name == PROBE.class || !self.filter.class_may_match(&name, &[]) {
+            return None;
+        }
+        if !probe::ready() {
+            counters::CLASSES_BEFORE_PROBES.incr();
+            return None;
+        }
+        match instrument(load.bytes, &PROBE, &mut |m| self.select(m)) {
+            Ok(Some(done)) => {
+                counters::CLASSES_INSTRUMENTED.incr();
+                let class = meta::dotted(&name);
+                let mut ids = self.ids.lock().ok()?;
+                for m in done.methods {
+                    let key = MethodKey {
+                        class: name.clone(),
+                        name: m.name,
+                        descriptor: m.descriptor,
+                    };
+                    if let Some(entry) = ids.get_mut(&key).filter(|e| !e.described) {
+                        entry.described = true;
+                        counters::METHODS_INSTRUMENTED.incr();
+                        meta::write(&Meta::Method {
+                            id: m.id,
+                            class: class.clone(),
+                            name: key.name,
+                            descriptor: key.descriptor,
+                        });
+                    }
+                }
+                Some(done.bytes)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                counters::CLASSES_REFUSED.incr();
+                meta::warning(format!("class {} left unchanged: {e}", meta::dotted(&name)));
+                None
+            }
+        }
+    }
+
+    /// The rewriter's selector: the method's id if the filter selects it.
+    fn select(&self, m: &MethodInfo<'_>) -> Option<u32> {
+        let include = self.filter.matches(&MethodRef {
+            class: m.class,
+            name: m.name,
+            descriptor: m.descriptor,
+            class_annotations: m.class_annotations,
+            method_annotations: m.method_annotations,
+        })?;
+        if let Some(h) = self.hits.get(include) {
+            h.fetch_add(1, Ordering::Relaxed);
+        }
+        let key = MethodKey {
+            class: m.class.to_string(),
+            name: m.name.to_string(),
+            descriptor: m.descriptor.to_string(),
+        };
+        let mut ids = self.ids.lock().ok()?;
+        if let Some(e) = ids.get(&key) {
+            return Some(e.id);
+        }
+        let id = buffers::region()?.next_method_id()?;
+        ids.insert(
+            key,
+            MethodId {
+                id,
+                described: false,
+            },
+        );
+        Some(id)
+    }
+
+    /// Retransforms every loaded class the filter may match (after the probes are
+    /// ready): classes loaded before VMInit, or before an attach.
+    pub fn retransform_loaded(&self, jvmti: Jvmti, jni: &Jni<'_>) {
+        let classes = match jvmti.loaded_classes(jni) {
+            Ok(c) => c,
+            Err(e) => {
+                meta::warning(format!(
+                    "cannot list loaded classes to instrument them: {e}"
+                ));
+                return;
+            }
+        };
+        let mut candidates: Vec<(Local<'_>, String)> = Vec::new();
+        for class in classes {
+            let name = jvmti
+                .is_modifiable_class(class)
+                .then(|| jvmti.class_signature(class).ok())
+                .flatten()
+                .and_then(|sig| Some(sig.strip_prefix('L')?.strip_suffix(';')?.to_string()));
+            match name {
+                Some(n) if n != PROBE.class && self.filter.class_may_match(&n, &[]) => {
+                    candidates.push((class, n))
+                }
+                _ => jni.delete_local(class),
+            }
+        }
+        let refs: Vec<Local<'_>> = candidates.iter().map(|c| c.0).collect();
+        if jvmti.retransform_classes(&refs).is_ok() {
+            counters::CLASSES_RETRANSFORMED.add(refs.len() as u64);
+        } else {
+            // One bad class fails the whole batch: retry one by one to find it.
+            for (class, name) in &candidates {
+                match jvmti.retransform_classes(&[*class]) {
+                    Ok(()) => counters::CLASSES_RETRANSFORMED.incr(),
+                    Err(e) => {
+                        counters::RETRANSFORM_FAILURES.incr();
+                        meta::warning(format!(
+                            "class {} not retransformed: {e}",
+                            meta::dotted(name)
+                        ));
+                    }
+                }
+            }
+        }
+        for class in refs {
+            jni.delete_local(class);
+        }
+    }
+
+    /// Warnings for include patterns that selected no method (written at the end).
+    pub fn report_unmatched(&self) {
+        for (pattern, hits) in self.filter.includes().iter().zip(&self.hits) {
+            if hits.load(Ordering::Relaxed) == 0 {
+                meta::warning(format!("filter '{pattern}' matched no method"));
+            }
+        }
+    }
+}
