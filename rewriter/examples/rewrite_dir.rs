@@ -42,7 +42,10 @@ fn main() {
         fs::create_dir_all(out.parent().expect("parent")).expect("mkdir");
         let bytes = fs::read(&f).expect("read");
         let chosen = rel.extension().is_some_and(|e| e == "class")
-            && (prefixes.is_empty() || prefixes.iter().any(|p| rel.to_string_lossy().starts_with(p.as_str())));
+            && (prefixes.is_empty()
+                || prefixes
+                    .iter()
+                    .any(|p| rel.to_string_lossy().starts_with(p.as_str())));
         if !chosen {
             fs::write(&out, &bytes).expect("write");
             continue;

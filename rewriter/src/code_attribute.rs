@@ -44,12 +44,10 @@ pub(crate) fn rewrite(
     let max_locals = r.u16().map_err(bad)?;
     let code_len = r.u32().map_err(bad)? as usize;
     let code = Code::decode(r.bytes(code_len).map_err(bad)?).map_err(MethodError::Malformed)?;
-    if code
-        .insns
-        .iter()
-        .any(|i| matches!(i.op, opcodes::JSR | opcodes::JSR_W | opcodes::RET)
-            || (i.op == opcodes::WIDE && code.bytes_of(i).get(1) == Some(&opcodes::RET)))
-    {
+    if code.insns.iter().any(|i| {
+        matches!(i.op, opcodes::JSR | opcodes::JSR_W | opcodes::RET)
+            || (i.op == opcodes::WIDE && code.bytes_of(i).get(1) == Some(&opcodes::RET))
+    }) {
         return Err(MethodError::Subroutine);
     }
     let n_handlers = r.u16().map_err(bad)?;
@@ -132,8 +130,8 @@ pub(crate) fn rewrite(
     if let Some((s, e)) = open {
         table.push([s as u16, e as u16, handler_pc, 0]);
     }
-    let table_len =
-        u16::try_from(table.len()).map_err(|_| MethodError::Malformed("exception table too long"))?;
+    let table_len = u16::try_from(table.len())
+        .map_err(|_| MethodError::Malformed("exception table too long"))?;
 
     // The new code.
     let mut out = Vec::with_capacity(info.len() + 64 + new_len - code_len);
@@ -235,14 +233,18 @@ fn local_variables(
         let rest = r.bytes(6).map_err(bad)?;
         let new_start = if start == 0 { Some(0) } else { target(start) };
         let (Some(s), Some(e)) = (new_start, target(start + len)) else {
-            return Err(MethodError::Malformed("local variable range not at instructions"));
+            return Err(MethodError::Malformed(
+                "local variable range not at instructions",
+            ));
         };
         out.put_u16(s as u16);
         out.put_u16(e.saturating_sub(s) as u16);
         out.extend_from_slice(rest);
     }
     if r.pos() != body.len() {
-        return Err(MethodError::Malformed("bytes after the local variable table"));
+        return Err(MethodError::Malformed(
+            "bytes after the local variable table",
+        ));
     }
     Ok(out)
 }

@@ -56,7 +56,10 @@ mod tests {
     fn sizes() {
         assert_eq!(method_slots(b"()V"), Some((0, 0)));
         assert_eq!(method_slots(b"(IJ[J[[Ljava/lang/String;D)J"), Some((7, 2)));
-        assert_eq!(method_slots(b"(Ljava/lang/Object;)Ljava/lang/Object;"), Some((1, 1)));
+        assert_eq!(
+            method_slots(b"(Ljava/lang/Object;)Ljava/lang/Object;"),
+            Some((1, 1))
+        );
         assert_eq!(method_slots(b"(I"), None);
         assert_eq!(method_slots(b"(L)V"), None);
         assert_eq!(method_slots(b"()VV"), None);

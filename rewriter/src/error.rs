@@ -85,13 +85,19 @@ impl fmt::Display for RewriteError {
         match self {
             RewriteError::Malformed { reason } => write!(f, "malformed class file: {reason}"),
             RewriteError::UnsupportedVersion { major } => {
-                write!(f, "unsupported class file version {major} (45..=61 supported)")
+                write!(
+                    f,
+                    "unsupported class file version {major} (45..=61 supported)"
+                )
             }
             RewriteError::MalformedMethod { method, reason } => {
                 write!(f, "malformed code in {method}: {reason}")
             }
             RewriteError::MethodTooLarge { method, size } => {
-                write!(f, "{method} would grow to {size} bytes of code (limit 65535)")
+                write!(
+                    f,
+                    "{method} would grow to {size} bytes of code (limit 65535)"
+                )
             }
             RewriteError::JumpOverflow { method } => write!(
                 f,
@@ -104,7 +110,10 @@ impl fmt::Display for RewriteError {
                 write!(f, "the constant pool would exceed 65535 entries")
             }
             RewriteError::Subroutine { method } => {
-                write!(f, "{method} uses jsr/ret subroutines, which are not rewritten")
+                write!(
+                    f,
+                    "{method} uses jsr/ret subroutines, which are not rewritten"
+                )
             }
             RewriteError::InitSite { method, reason } => {
                 write!(f, "cannot place probes in constructor {method}: {reason}")

@@ -202,7 +202,12 @@ enum Step {
     Init,
 }
 
-fn step(code: &Code<'_>, idx: usize, cp: &ConstantPool<'_>, s: &State) -> Result<Step, MethodError> {
+fn step(
+    code: &Code<'_>,
+    idx: usize,
+    cp: &ConstantPool<'_>,
+    s: &State,
+) -> Result<Step, MethodError> {
     let State::Pre {
         depth,
         stack_this,
@@ -269,7 +274,9 @@ fn step(code: &Code<'_>, idx: usize, cp: &ConstantPool<'_>, s: &State) -> Result
                 opcodes::WIDE => {}
                 0x84 => f.set_local(b[1] as u32, false),
                 0xb2..=0xb5 => {
-                    let (_, _, desc) = cp.member_ref(u16_operand()?).ok_or(bad("bad field reference"))?;
+                    let (_, _, desc) = cp
+                        .member_ref(u16_operand()?)
+                        .ok_or(bad("bad field reference"))?;
                     let size = field_slots(desc).ok_or(bad("bad field descriptor"))?;
                     match op {
                         0xb2 => f.push(size, false),
@@ -281,7 +288,7 @@ fn step(code: &Code<'_>, idx: usize, cp: &ConstantPool<'_>, s: &State) -> Result
                         _ => f.pop(size + 1)?,
                     }
                 }
-                0xb6..=0xb9 | 0xba => {
+                0xb6..=0xba => {
                     let index = u16_operand()?;
                     let (name, desc) = if op == 0xba {
                         cp.invoke_dynamic(index).ok_or(bad("bad invokedynamic"))?
@@ -301,7 +308,9 @@ fn step(code: &Code<'_>, idx: usize, cp: &ConstantPool<'_>, s: &State) -> Result
                     f.pop(*b.get(3).ok_or(bad("truncated multianewarray"))? as u32)?;
                     f.push(1, false);
                 }
-                opcodes::JSR | opcodes::RET | opcodes::JSR_W => return Err(MethodError::Subroutine),
+                opcodes::JSR | opcodes::RET | opcodes::JSR_W => {
+                    return Err(MethodError::Subroutine)
+                }
                 _ => return Err(bad("unknown opcode")),
             }
         }
@@ -337,10 +346,14 @@ pub(crate) fn find(
     let mut hs = Vec::with_capacity(handlers.len());
     for &(start, end, handler) in handlers {
         let (Some(s), Some(e), Some(h)) = (code.at(start), code.at(end), code.at(handler)) else {
-            return Err(MethodError::Malformed("exception table offset not at an instruction"));
+            return Err(MethodError::Malformed(
+                "exception table offset not at an instruction",
+            ));
         };
         if h >= n {
-            return Err(MethodError::Malformed("exception handler at the end of the code"));
+            return Err(MethodError::Malformed(
+                "exception handler at the end of the code",
+            ));
         }
         hs.push((s, e, h));
     }
@@ -350,7 +363,9 @@ pub(crate) fn find(
         if budget == 0 {
             return Err(err("constructor too complex to analyse"));
         }
-        let Some(state) = states[i].clone() else { continue };
+        let Some(state) = states[i].clone() else {
+            continue;
+        };
         let insn = &code.insns[i];
         let out = match step(code, i, cp, &state)? {
             Step::Next(s) => s,

@@ -59,7 +59,9 @@ impl Layout {
                 if !opcodes::is_branch16(insn.op) || l.wide[i] {
                     continue;
                 }
-                let Some(&t) = code.targets_of(insn).first() else { continue };
+                let Some(&t) = code.targets_of(insn).first() else {
+                    continue;
+                };
                 let d = l.target_of(code, t) as i64 - l.at[i] as i64;
                 if i16::try_from(d).is_err() {
                     if opcodes::is_conditional(insn.op) {
@@ -119,7 +121,11 @@ impl Layout {
     /// (the code length maps to `end`).
     pub(crate) fn target(&self, code: &Code<'_>, old: u32) -> Option<u32> {
         let i = code.at(old)?;
-        Some(if i < self.target.len() { self.target[i] } else { self.end })
+        Some(if i < self.target.len() {
+            self.target[i]
+        } else {
+            self.end
+        })
     }
 
     /// New offset of the instruction itself at original `old`.
@@ -155,7 +161,11 @@ impl Layout {
                 op if opcodes::is_branch16(op) => {
                     let d = rel(targets[0]);
                     if self.wide[i] {
-                        out.put_u8(if op == opcodes::GOTO { opcodes::GOTO_W } else { opcodes::JSR_W });
+                        out.put_u8(if op == opcodes::GOTO {
+                            opcodes::GOTO_W
+                        } else {
+                            opcodes::JSR_W
+                        });
                         out.put_i32(d);
                     } else {
                         out.put_u8(op);
@@ -226,7 +236,10 @@ mod tests {
         };
         let (out, _) = layout(&c, &ins);
         // header(2) iconst_0(2) ifeq(3) F0(6) return(7) F0(8) return(9)
-        assert_eq!(out, [0xE0, 0xE1, ICONST_0, 0x99, 0, 5, 0xF0, RETURN, 0xF0, RETURN]);
+        assert_eq!(
+            out,
+            [0xE0, 0xE1, ICONST_0, 0x99, 0, 5, 0xF0, RETURN, 0xF0, RETURN]
+        );
     }
 
     #[test]
@@ -240,7 +253,10 @@ mod tests {
         };
         let (out, _) = layout(&c, &ins);
         // E0 | 1: nop | E1 E2 | 4: nop | 5: goto -1 (->4) | 8: goto -7 (->1)
-        assert_eq!(out, [0xE0, 0, 0xE1, 0xE2, 0, GOTO, 0xff, 0xff, GOTO, 0xff, 0xf9]);
+        assert_eq!(
+            out,
+            [0xE0, 0, 0xE1, 0xE2, 0, GOTO, 0xff, 0xff, GOTO, 0xff, 0xf9]
+        );
     }
 
     #[test]

@@ -140,7 +140,10 @@ pub fn instrument(
         {
             continue;
         }
-        let name = cf.cp.utf8(m.name).ok_or(malformed("method name is not a Utf8 constant"))?;
+        let name = cf
+            .cp
+            .utf8(m.name)
+            .ok_or(malformed("method name is not a Utf8 constant"))?;
         let descriptor = cf
             .cp
             .utf8(m.descriptor)
@@ -153,8 +156,7 @@ pub fn instrument(
         }
         let mut method_annotations = Vec::new();
         annotations::collect(&cf, &m.attributes, &mut method_annotations)?;
-        let method_annotations: Vec<&str> =
-            method_annotations.iter().map(|s| s.as_ref()).collect();
+        let method_annotations: Vec<&str> = method_annotations.iter().map(|s| s.as_ref()).collect();
         let info = MethodInfo {
             class: &this,
             name: &name,
@@ -195,8 +197,16 @@ fn rewrite(
         exit_exception: cp.methodref(probe_class, probe.exit_exception, "(I)V")?,
     };
     let frames = cf.major >= 50;
-    let throwable = if frames { Some(cp.class("java/lang/Throwable")?) } else { None };
-    let stack_map_name = if frames { Some(cp.utf8("StackMapTable")?) } else { None };
+    let throwable = if frames {
+        Some(cp.class("java/lang/Throwable")?)
+    } else {
+        None
+    };
+    let stack_map_name = if frames {
+        Some(cp.utf8("StackMapTable")?)
+    } else {
+        None
+    };
 
     let mut new_methods: Vec<Option<Vec<u8>>> = vec![None; cf.methods.len()];
     let mut methods = Vec::with_capacity(selected.len());
@@ -228,7 +238,9 @@ fn rewrite(
             }
         }
         if codes != 1 {
-            return Err(named(error::MethodError::Malformed("more than one Code attribute")));
+            return Err(named(error::MethodError::Malformed(
+                "more than one Code attribute",
+            )));
         }
         new_methods[*index] = Some(out);
         methods.push(InstrumentedMethod {

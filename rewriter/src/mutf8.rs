@@ -51,10 +51,7 @@ mod tests {
         assert!(matches!(decode(b"java/lang/Object"), Cow::Borrowed(_)));
         assert_eq!(decode(&[b'a', 0xc0, 0x80, b'b']), "a\0b");
         // U+1F600 as CESU-8 surrogate pair.
-        assert_eq!(
-            decode(&[0xed, 0xa0, 0xbd, 0xed, 0xb8, 0x80]),
-            "\u{1F600}"
-        );
+        assert_eq!(decode(&[0xed, 0xa0, 0xbd, 0xed, 0xb8, 0x80]), "\u{1F600}");
         assert_eq!(decode(&[0xff, b'x']), "\u{fffd}x");
         assert_eq!(decode(&[0xe0, 0x80]), "\u{fffd}\u{fffd}");
     }

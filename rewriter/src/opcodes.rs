@@ -176,9 +176,15 @@ impl<'a> Code<'a> {
                 _ if (op as usize) < LENGTHS.len() => {
                     let l = LENGTHS[op as usize] as usize;
                     if is_branch16(op) {
-                        rel(i16_at(bytes, off + 1).ok_or("truncated branch")? as i64, &mut targets)?;
+                        rel(
+                            i16_at(bytes, off + 1).ok_or("truncated branch")? as i64,
+                            &mut targets,
+                        )?;
                     } else if op == GOTO_W || op == JSR_W {
-                        rel(i32_at(bytes, off + 1).ok_or("truncated branch")? as i64, &mut targets)?;
+                        rel(
+                            i32_at(bytes, off + 1).ok_or("truncated branch")? as i64,
+                            &mut targets,
+                        )?;
                     }
                     l
                 }

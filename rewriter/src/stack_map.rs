@@ -69,8 +69,9 @@ fn copy_types(
             ITEM_OBJECT => out.put_u16(r.u16().map_err(bad)?),
             ITEM_UNINITIALIZED => {
                 let old = r.u16().map_err(bad)? as u32;
-                let new = new_insn(old)
-                    .ok_or(MethodError::Malformed("Uninitialized offset not at an instruction"))?;
+                let new = new_insn(old).ok_or(MethodError::Malformed(
+                    "Uninitialized offset not at an instruction",
+                ))?;
                 out.put_u16(new as u16);
             }
             _ => return Err(MethodError::Malformed("bad verification type")),
@@ -119,7 +120,9 @@ impl<'a> StackMap<'a> {
             });
         }
         if r.pos() != info.len() {
-            return Err(MethodError::Malformed("bytes after the last stack map frame"));
+            return Err(MethodError::Malformed(
+                "bytes after the last stack map frame",
+            ));
         }
         Ok(StackMap { frames })
     }
@@ -155,8 +158,9 @@ impl<'a> StackMap<'a> {
             u16::try_from(d).map_err(|_| MethodError::Malformed("stack map frames out of order"))
         };
         for f in &self.frames {
-            let off = new_target(f.off)
-                .ok_or(MethodError::Malformed("stack map frame not at an instruction"))?;
+            let off = new_target(f.off).ok_or(MethodError::Malformed(
+                "stack map frame not at an instruction",
+            ))?;
             let delta = delta_to(off, &mut prev)?;
             let mut r = Reader::new(f.body);
             match f.kind {
@@ -230,7 +234,10 @@ mod tests {
         assert_eq!(back.offsets(), [105, 110, 180, 190, 300]);
         assert_eq!(&moved[2..5], &[SAME_EXTENDED, 0, 105]);
         assert_eq!(&moved[5..9], &[64 + 4, ITEM_UNINITIALIZED, 0, 102]);
-        assert_eq!(moved[moved.len() - 10..], [FULL, 0, 109, 0, 0, 0, 1, ITEM_OBJECT, 0, 7]);
+        assert_eq!(
+            moved[moved.len() - 10..],
+            [FULL, 0, 109, 0, 0, 0, 1, ITEM_OBJECT, 0, 7]
+        );
         // Unmappable frame offset is an error, not a panic.
         assert!(m.encode(&|_| None, &|o| Some(o), None).is_err());
         assert!(StackMap::parse(&t[..t.len() - 1]).is_err());

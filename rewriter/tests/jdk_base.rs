@@ -31,7 +31,9 @@ fn field(report: &str, name: &str) -> i64 {
 
 #[test]
 fn java_base_rewritten_runs_verified() {
-    let Some(jdk) = jdk("java_base_rewritten_runs_verified") else { return };
+    let Some(jdk) = jdk("java_base_rewritten_runs_verified") else {
+        return;
+    };
     let tmp = scratch("jdk");
     let home = jdk.java.canonicalize().unwrap();
     let modules = home.parent().unwrap().parent().unwrap().join("lib/modules");
@@ -71,12 +73,16 @@ fn java_base_rewritten_runs_verified() {
     fs::copy(probe_class, patched.join("java/lang/SondaProbe.class")).unwrap();
 
     let app = tmp.join("app");
-    run(Command::new(&jdk.javac).arg("-d").arg(&app).arg(src.join("JdkSmoke.java")));
+    run(Command::new(&jdk.javac)
+        .arg("-d")
+        .arg(&app)
+        .arg(src.join("JdkSmoke.java")));
     let smoke = |patch: bool| {
         let mut c = Command::new(&jdk.java);
         c.arg("-Xverify:all");
         if patch {
-            c.arg("--patch-module").arg(format!("java.base={}", patched.display()));
+            c.arg("--patch-module")
+                .arg(format!("java.base={}", patched.display()));
         }
         c.arg("-cp").arg(&app).arg("JdkSmoke");
         let out = run(&mut c);
@@ -88,9 +94,16 @@ fn java_base_rewritten_runs_verified() {
     assert!(err0.contains("SONDA none"), "{err0}");
     let (got, err) = smoke(true);
     assert_eq!(got, expected, "output differs on the rewritten java.base");
-    let report = err.lines().find(|l| l.starts_with("SONDA ")).unwrap_or_else(|| panic!("{err}"));
+    let report = err
+        .lines()
+        .find(|l| l.starts_with("SONDA "))
+        .unwrap_or_else(|| panic!("{err}"));
     eprintln!("{report}");
-    assert_eq!(field(report, "bad"), 0, "an id exited more often than entered");
+    assert_eq!(
+        field(report, "bad"),
+        0,
+        "an id exited more often than entered"
+    );
     assert!(field(report, "ids") > 2000, "{report}");
     assert!(field(report, "enters") > 1_000_000, "{report}");
     assert!(field(report, "exceptions") > 0, "{report}");

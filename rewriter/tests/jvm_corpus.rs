@@ -46,7 +46,11 @@ fn generate(dir: &Path) {
     let d = dir.join("corpus");
     fs::create_dir_all(&d).unwrap();
     let class = |name: &str, body: String| {
-        fs::write(d.join(format!("{name}.java")), format!("package corpus;\n\nclass {name} {{\n{body}}}\n")).unwrap();
+        fs::write(
+            d.join(format!("{name}.java")),
+            format!("package corpus;\n\nclass {name} {{\n{body}}}\n"),
+        )
+        .unwrap();
     };
     // 8 * 8100 + 2 = 64802 bytes: still fits with the probes.
     let mut b = String::from("    static int big(int v) {\n");
@@ -97,7 +101,10 @@ fn generate(dir: &Path) {
 
 fn javac(jdk: &Jdk, args: &[&str], files: Vec<PathBuf>) {
     let mut c = Command::new(&jdk.javac);
-    c.arg("-nowarn").arg("-Xlint:-options").args(args).args(files);
+    c.arg("-nowarn")
+        .arg("-Xlint:-options")
+        .args(args)
+        .args(files);
     run(&mut c);
 }
 
@@ -124,7 +131,11 @@ fn compile(jdk: &Jdk, tmp: &Path) -> PathBuf {
     for (n, v) in [("V50", 50), ("V49", 49), ("V46", 46)] {
         set_major(&orig.join(format!("old/{n}.class")), v);
     }
-    javac(jdk, &["--release", "8", "-cp", o, "-d", o], vec![old.join("Legacy.java")]);
+    javac(
+        jdk,
+        &["--release", "8", "-cp", o, "-d", o],
+        vec![old.join("Legacy.java")],
+    );
     let gen = tmp.join("gen");
     generate(&gen);
     let mut files = sources(&java_dir().join("corpus"));
@@ -135,7 +146,11 @@ fn compile(jdk: &Jdk, tmp: &Path) -> PathBuf {
 
 fn java_run(jdk: &Jdk, cp: &str, extra: &[&str]) -> String {
     let mut c = Command::new(&jdk.java);
-    c.arg("-Xverify:all").args(extra).arg("-cp").arg(cp).arg("corpus.Main");
+    c.arg("-Xverify:all")
+        .args(extra)
+        .arg("-cp")
+        .arg(cp)
+        .arg("corpus.Main");
     let out = run(&mut c);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("VerifyError"), "verifier complained:\n{err}");
@@ -149,16 +164,22 @@ fn javap_code(jdk: &Jdk, class: &Path) -> String {
 
 #[test]
 fn corpus_runs_verified_and_balanced() {
-    let Some(jdk) = jdk("corpus_runs_verified_and_balanced") else { return };
+    let Some(jdk) = jdk("corpus_runs_verified_and_balanced") else {
+        return;
+    };
     let tmp = scratch("corpus");
     let orig = compile(&jdk, &tmp);
-    let versions: BTreeMap<u16, usize> = class_files(&orig).iter().fold(BTreeMap::new(), |mut m, f| {
-        let b = fs::read(f).unwrap();
-        *m.entry(u16::from_be_bytes([b[6], b[7]])).or_insert(0) += 1;
-        m
-    });
+    let versions: BTreeMap<u16, usize> =
+        class_files(&orig).iter().fold(BTreeMap::new(), |mut m, f| {
+            let b = fs::read(f).unwrap();
+            *m.entry(u16::from_be_bytes([b[6], b[7]])).or_insert(0) += 1;
+            m
+        });
     for v in [46, 49, 50, 51, 52, 61] {
-        assert!(versions.contains_key(&v), "no class of version {v}: {versions:?}");
+        assert!(
+            versions.contains_key(&v),
+            "no class of version {v}: {versions:?}"
+        );
     }
 
     let expected = java_run(&jdk, orig.to_str().unwrap(), &[]);
@@ -218,7 +239,11 @@ fn corpus_runs_verified_and_balanced() {
                 let n = |i: usize| f[i].parse::<u64>().unwrap();
                 let (e, x, t) = (n(1), n(2), n(3));
                 let name = st.names[id].as_str();
-                assert_eq!(e, x + t, "{name}: {e} entries, {x} exits, {t} exception exits");
+                assert_eq!(
+                    e,
+                    x + t,
+                    "{name}: {e} entries, {x} exits, {t} exception exits"
+                );
                 counts.insert(name, (e, x, t));
             }
         }
@@ -252,7 +277,9 @@ fn corpus_runs_verified_and_balanced() {
 
 #[test]
 fn probe_class_loads_and_is_left_alone() {
-    let Some(jdk) = jdk("probe_class_loads_and_is_left_alone") else { return };
+    let Some(jdk) = jdk("probe_class_loads_and_is_left_alone") else {
+        return;
+    };
     let tmp = scratch("probe-class");
     let probe = ProbeClass {
         class: "sonda/NativeProbe",
@@ -261,9 +288,14 @@ fn probe_class_loads_and_is_left_alone() {
         exit_exception: "thrown",
     };
     let bytes = probe_class_bytes(&probe);
-    assert_eq!(sonda_rewriter::class_name(&bytes).as_deref(), Some("sonda/NativeProbe"));
+    assert_eq!(
+        sonda_rewriter::class_name(&bytes).as_deref(),
+        Some("sonda/NativeProbe")
+    );
     // Never instrumented, even when everything is selected.
-    assert!(instrument(&bytes, &probe, &mut |_| Some(1)).unwrap().is_none());
+    assert!(instrument(&bytes, &probe, &mut |_| Some(1))
+        .unwrap()
+        .is_none());
     fs::create_dir_all(tmp.join("sonda")).unwrap();
     fs::write(tmp.join("sonda/NativeProbe.class"), &bytes).unwrap();
     fs::write(
@@ -271,8 +303,16 @@ fn probe_class_loads_and_is_left_alone() {
         "public class Check {\n  public static void main(String[] a) throws Exception {\n    Class<?> c = Class.forName(\"sonda.NativeProbe\");\n    System.out.println(java.lang.reflect.Modifier.toString(c.getModifiers()) + \" \" + c.getSuperclass().getName());\n    for (String n : new String[] {\"in\", \"out\", \"thrown\"}) {\n      java.lang.reflect.Method m = c.getMethod(n, int.class);\n      System.out.println(n + \" \" + java.lang.reflect.Modifier.toString(m.getModifiers()) + \" \" + m.getReturnType());\n    }\n  }\n}\n",
     )
     .unwrap();
-    javac(&jdk, &["-d", tmp.to_str().unwrap()], vec![tmp.join("Check.java")]);
-    let out = run(Command::new(&jdk.java).arg("-Xverify:all").arg("-cp").arg(&tmp).arg("Check"));
+    javac(
+        &jdk,
+        &["-d", tmp.to_str().unwrap()],
+        vec![tmp.join("Check.java")],
+    );
+    let out = run(Command::new(&jdk.java)
+        .arg("-Xverify:all")
+        .arg("-cp")
+        .arg(&tmp)
+        .arg("Check"));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "public final java.lang.Object\nin public static native void\nout public static native void\nthrown public static native void\n"

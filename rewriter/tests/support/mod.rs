@@ -67,7 +67,9 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Runs a command, failing the test with its output if it does not succeed.
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if !out.status.success() {
         panic!(
             "{cmd:?} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
