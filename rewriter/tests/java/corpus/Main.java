@@ -224,6 +224,9 @@ class Constructors {
         r.add(new Derived("s").tag);
         r.add(new Derived().tag);
         r.add(new Derived(3L, -1.0).tag + new Derived(-3L, 1.0).tag);
+        // An uninitialised object on the stack across a branch: Uninitialized(offset)
+        // in the stack map, relocated with the code.
+        r.add(new Helper(r.size() > 3 ? 1 : 2).toString() + new Base(r.isEmpty() ? "e" : "f").tag);
         try {
             new Derived(-1);
         } catch (IllegalArgumentException e) {
