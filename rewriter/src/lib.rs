@@ -16,6 +16,26 @@
 //!
 //! Any error leaves the class as it was: `instrument` returns `Err` and the caller
 //! loads the original bytes. No input makes these functions panic.
+//!
+//! # Limitations (each a typed refusal or a documented choice)
+//! - `jsr`/`ret` (pre-Java-6 compilers' `finally`): refused, [`RewriteError::Subroutine`].
+//! - A conditional branch pushed past ±32 KiB by the probes: refused
+//!   ([`RewriteError::JumpOverflow`]); only `goto`/`jsr` are widened.
+//! - Code type annotations (`Runtime{Visible,Invisible}TypeAnnotations` inside Code)
+//!   and `CharacterRangeTable` are dropped rather than relocated; other unknown Code
+//!   attributes are copied unchanged.
+//! - An existing handler whose range covers a return also covers that return's exit
+//!   probe (branch-target semantics). Should the probe call itself throw (a
+//!   `StackOverflowError` while calling the native), such a handler could run and a
+//!   later return record a second exit.
+//! - An empty `finalize()V` is never offered to the selector: probes would make it
+//!   non-empty, and the JVM would then register every instance for finalization.
+//! - Constructors: the init-call analysis gives up (typed error) past a fixed work
+//!   budget, which only pathological code reaches.
+//! - The probe class must not run Java code in its static initialiser: the first
+//!   probe call may come from a JDK class's `<clinit>` early in JVM bootstrap, and
+//!   initialising other classes then can break them (seen with `Unsafe` before its
+//!   constants are injected).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
