@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# Traces Debian's Tomcat 10 serving real load and checks the trace against Tomcat's own
+# account of the requests it served.
+#
+#   1. installs tomcat10, wrk and python3 with apt-get when missing (no service started);
+#   2. builds a private CATALINA_BASE in a temporary directory: Debian's stock conf
+#      files, our server.xml (scripts/tomcat/server.xml: no shutdown port, one HTTP
+#      connector on 127.0.0.1 and a free port, an unbuffered access log) and a web
+#      application with CPU-bound, sleeping and mixed JSPs (scripts/tomcat/webapp/);
+#   3. runs `catalina.sh run` under `sonda record` with the request path instrumented
+#      (StandardWrapperValve::invoke, HttpServlet::service, every JSP's _jspService),
+#      waits for the connector, warms the JSPs up (they compile on first request),
+#      drives Tomcat with wrk for $DURATION seconds and stops it with SIGTERM;
+#   4. exports the trace with `sonda paraver`, checks it with prvcheck, and compares the
+#      number of recorded StandardWrapperValve::invoke calls with the number of lines
+#      in Tomcat's access log (one per request), and the _jspService calls with the JSP
+#      requests in that log.
+# Exit 0 when the counts match, 1 when they do not (or when anything fails).
+#
+# Environment:
+#   OUT          output directory (default <repo>/out/tomcat): tomcat.trace, tomcat.prv/
+#                .pcf/.row, report.txt, access.log, catalina.log (Tomcat's and sonda
+#                record's output), wrk.log
+#   DURATION     seconds of wrk load (default 10); THREADS, CONNECTIONS (2, 8)
+#   SONDA_BIN    the sonda binary (default <repo>/target/release/sonda; built if missing)
+#   SONDA_AGENT  the agent library (default libsonda.so next to the sonda binary)
+#   PRVCHECK     the Paraver checker (default <repo>/../shared/tools/prvcheck, else
+#                <repo>/tests/tools/prvcheck)
+#   NO_SONDA=1   run the same Tomcat and load without sonda (a baseline: no trace, no
+#                check, just the request count and rate)
+#   KEEP_BASE=1  keep the temporary CATALINA_BASE (its path is printed)
+# Run as root (sonda records kernel tracepoints; apt-get installs packages).
+
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FILES="$REPO/scripts/tomcat"
+OUT="${OUT:-$REPO/out/tomcat}"
+DURATION="${DURATION:-10}"
+THREADS="${THREADS:-2}"
+CONNECTIONS="${CONNECTIONS:-8}"
+NO_SONDA="${NO_SONDA:-0}"
+CATALINA_HOME=/usr/share/tomcat10
+# The methods on every request's path; one StandardWrapperValve::invoke per request.
+WRAPPER_METHOD='org.apache.catalina.core.StandardWrapperValve::invoke'
+SERVLET_METHOD='jakarta.servlet.http.HttpServlet::service'
+JSP_METHOD='::_jspService'
+# Paraver's "user function" event type, which sonda uses for Java methods.
+METHOD_EVENT=60000019
+
+say() { echo "tomcat.sh: $*" >&2; }
+die() {
+    say "FAILED: $*"
+    exit 1
+}
+
+# --- 1. what we need -----------------------------------------------------------------
+
+APT_UPDATED=0
+# apt_install PACKAGE...: installs with apt-get, never starting a service.
+apt_install() {
+    local policy=/usr/sbin/policy-rc.d made_policy=0
+    if [ ! -e "$policy" ]; then
+        # invoke-rc.d asks policy-rc.d whether it may start a service; 101 means no.
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        made_policy=1
+    fi
+    if [ "$APT_UPDATED" = 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        APT_UPDATED=1
+    fi
+    say "installing $*"
+    local rc=0
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+    if [ "$made_policy" = 1 ]; then
+        rm -f "$policy"
+    fi
+    [ "$rc" = 0 ] || die "apt-get install $* failed (exit $rc)"
+}
+
+# The package's own service must not run: it would hold port 8080 and is not ours.
+stop_system_tomcat() {
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ] &&
+        systemctl is-active --quiet tomcat10 2>/dev/null; then
+        say "stopping the tomcat10 service the package started"
+        systemctl stop tomcat10
+        systemctl disable --quiet tomcat10 2>/dev/null || true
+    fi
+}
+
+setup_packages() {
+    local need=()
+    [ -x "$CATALINA_HOME/bin/catalina.sh" ] || need+=(tomcat10)
+    command -v wrk >/dev/null 2>&1 || need+=(wrk)
+    command -v python3 >/dev/null 2>&1 || need+=(python3)
+    command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+    if [ "${#need[@]}" -gt 0 ]; then
+        [ "$(id -u)" = 0 ] || die "missing ${need[*]}; run as root to install them"
+        apt_install "${need[@]}"
+        case " ${need[*]} " in *" tomcat10 "*) stop_system_tomcat ;; esac
+    fi
+    [ -x "$CATALINA_HOME/bin/catalina.sh" ] || die "no $CATALINA_HOME/bin/catalina.sh after installing tomcat10"
+}
+
+setup_sonda() {
+    if [ -n "${SONDA_BIN:-}" ]; then
+        SONDA="$SONDA_BIN"
+    else
+        SONDA="$REPO/target/release/sonda"
+        if [ ! -x "$SONDA" ] || [ ! -e "$REPO/target/release/libsonda.so" ]; then
+            say "building sonda (cargo build --release -p sonda -p sonda-agent)"
+            (cd "$REPO" && cargo build --release -p sonda -p sonda-agent)
+        fi
+    fi
+    [ -x "$SONDA" ] || die "$SONDA is not an executable (set SONDA_BIN)"
+    export SONDA_AGENT="${SONDA_AGENT:-$(dirname "$SONDA")/libsonda.so}"
+    [ -f "$SONDA_AGENT" ] || die "agent library $SONDA_AGENT not found (set SONDA_AGENT)"
+    PRVCHECK="${PRVCHECK:-}"
+    if [ -z "$PRVCHECK" ]; then
+        PRVCHECK="$REPO/../shared/tools/prvcheck"
+        [ -e "$PRVCHECK" ] || PRVCHECK="$REPO/tests/tools/prvcheck"
+    fi
+    [ -f "$PRVCHECK" ] || die "prvcheck not found at $PRVCHECK (set PRVCHECK)"
+    if [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
+        mount -t tracefs nodev /sys/kernel/tracing || say "could not mount tracefs"
+    fi
+}
+
+# --- 2. a private Tomcat -------------------------------------------------------------
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+make_base() {
+    BASE="$(mktemp -d /tmp/sonda-tomcat.XXXXXX)"
+    mkdir -p "$BASE"/{conf,webapps/ROOT,logs,work,temp}
+    local f
+    for f in web.xml logging.properties context.xml catalina.properties; do
+        cp "$CATALINA_HOME/etc/$f" "$BASE/conf/$f"
+    done
+    PORT="$(free_port)"
+    sed "s/@PORT@/$PORT/" "$FILES/server.xml" >"$BASE/conf/server.xml"
+    cp "$FILES"/webapp/* "$BASE/webapps/ROOT/"
+    ACCESS_LOG="$BASE/logs/access.log"
+}
+
+# http_get PATH: one HTTP/1.0 GET over bash's /dev/tcp (no curl needed); prints the
+# status code, fails when there is no answer.
+http_get() {
+    local status
+    exec 3<>"/dev/tcp/127.0.0.1/$PORT" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$1" >&3
+    IFS=' ' read -r -t 30 _ status _ <&3 || status=
+    # Read the rest: the server closes an HTTP/1.0 connection after the response.
+    timeout 30 cat <&3 >/dev/null || true
+    exec 3<&- 3>&-
+    [ -n "$status" ] || return 1
+    echo "$status"
+}
+
+# --- 3. run it -----------------------------------------------------------------------
+
+JVM_PID=
+RECORD_PID=
+cleanup() {
+    local rc=$?
+    set +e
+    local pid
+    for pid in $JVM_PID $RECORD_PID; do
+        if kill -0 "$pid" 2>/dev/null; then
+            say "cleaning up: stopping pid $pid"
+            kill -TERM "$pid" 2>/dev/null
+            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            kill -KILL "$pid" 2>/dev/null
+        fi
+    done
+    wait 2>/dev/null
+    if [ -n "${BASE:-}" ] && [ -d "$BASE" ]; then
+        [ -f "$BASE/logs/access.log" ] && cp "$BASE/logs/access.log" "$OUT/access.log"
+        if [ "${KEEP_BASE:-0}" = 1 ]; then
+            say "CATALINA_BASE kept in $BASE"
+        else
+            rm -rf "$BASE"
+        fi
+    fi
+    exit "$rc"
+}
+
+start_tomcat() {
+    export CATALINA_HOME CATALINA_BASE="$BASE" CATALINA_TMPDIR="$BASE/temp"
+    export JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")}"
+    # Small, fixed heap: less GC noise and the same run on every machine.
+    export CATALINA_OPTS="${CATALINA_OPTS:--Xms256m -Xmx256m}"
+    if [ "$NO_SONDA" = 1 ]; then
+        say "starting Tomcat on 127.0.0.1:$PORT (without sonda)"
+        "$CATALINA_HOME/bin/catalina.sh" run >"$OUT/catalina.log" 2>&1 &
+        JVM_PID=$!
+    else
+        say "starting Tomcat on 127.0.0.1:$PORT under sonda record"
+        "$SONDA" record -o "$OUT/tomcat.trace" \
+            --methods "$WRAPPER_METHOD" \
+            --methods "$SERVLET_METHOD" \
+            --methods "$JSP_METHOD" \
+            -- "$CATALINA_HOME/bin/catalina.sh" run >"$OUT/catalina.log" 2>&1 &
+        RECORD_PID=$!
+        # catalina.sh ends in `exec java`: sonda's child is the JVM itself.
+        for _ in $(seq 100); do
+            JVM_PID="$(pgrep -P "$RECORD_PID" | head -n1 || true)"
+            [ -n "$JVM_PID" ] && break
+            kill -0 "$RECORD_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        [ -n "$JVM_PID" ] || die "sonda record started no command: $(tail -n3 "$OUT/catalina.log")"
+    fi
+}
+
+wait_ready() {
+    local t0=$SECONDS status
+    while :; do
+        kill -0 "$JVM_PID" 2>/dev/null || die "Tomcat exited during start-up; see $OUT/catalina.log"
+        if status="$(http_get /index.html 2>/dev/null)"; then
+            [ "$status" = 200 ] || die "Tomcat answered /index.html with status $status"
+            break
+        fi
+        [ $((SECONDS - t0)) -lt 60 ] || die "Tomcat did not answer on port $PORT within 60 s; see $OUT/catalina.log"
+        sleep 0.2
+    done
+    say "Tomcat answers after $((SECONDS - t0)) s"
+    # JSPs compile on their first request: do that before the measured load.
+    local page
+    for page in /cpu.jsp /sleep.jsp /mixed.jsp; do
+        status="$(http_get "$page")" || die "no answer for $page"
+        [ "$status" = 200 ] || die "$page answered with status $status; see $OUT/catalina.log"
+    done
+}
+
+drive_load() {
+    say "wrk: $THREADS threads, $CONNECTIONS connections, $DURATION s over cpu.jsp, sleep.jsp, mixed.jsp, index.html"
+    wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" -s "$FILES/load.lua" \
+        "http://127.0.0.1:$PORT/" >"$OUT/wrk.log" 2>&1 || die "wrk failed: $(cat "$OUT/wrk.log")"
+    sed 's/^/    /' "$OUT/wrk.log" >&2
+    WRK_RATE="$(awk '/^Requests\/sec:/ { print $2 }' "$OUT/wrk.log")"
+    WRK_REQUESTS="$(awk '/ requests in / { print $1 }' "$OUT/wrk.log")"
+}
+
+stop_tomcat() {
+    say "stopping Tomcat (SIGTERM to JVM pid $JVM_PID)"
+    kill -TERM "$JVM_PID"
+    local waited=0 rc=0
+    if [ "$NO_SONDA" = 1 ]; then
+        wait "$JVM_PID" || rc=$?
+    else
+        # sonda record ends when the JVM does, after draining the JVM's last events.
+        while kill -0 "$RECORD_PID" 2>/dev/null; do
+            sleep 0.2
+            waited=$((waited + 1))
+            [ "$waited" -lt 300 ] || die "sonda record still running 60 s after Tomcat was stopped"
+        done
+        wait "$RECORD_PID" || rc=$?
+        RECORD_PID=
+    fi
+    JVM_PID=
+    # A JVM stopped by SIGTERM exits with 143 (128 + 15), which is a clean stop here.
+    case "$rc" in
+        0 | 143) ;;
+        *) die "Tomcat or sonda record ended with exit status $rc; see $OUT/catalina.log" ;;
+    esac
+    [ "$NO_SONDA" = 1 ] || grep '^sonda:' "$OUT/catalina.log" | sed 's/^/    /' >&2 || true
+}
+
+# --- 4. check the trace --------------------------------------------------------------
+
+# method_ids REGEX: the ids of the methods whose .pcf label matches REGEX (ERE), one
+# per line, from the VALUES of the method event type.
+method_ids() {
+    awk -v type="$METHOD_EVENT" -v want="$1" '
+        /^EVENT_TYPE/ { in_type = 1; ours = 0; in_values = 0; next }
+        in_type && $2 == type { ours = 1 }
+        /^VALUES/ { in_type = 0; in_values = ours; next }
+        /^[[:space:]]*$/ { in_type = 0; in_values = 0; next }
+        in_values && $1 != 0 {
+            label = $0
+            sub(/^[[:space:]]*[0-9]+[[:space:]]+/, "", label)
+            if (label ~ want) print $1
+        }' "$OUT/tomcat.pcf"
+}
+
+# method_enters ID...: how many method-entry events (type 60000019, value = one of the
+# ids) the .prv holds. Event records are 2:cpu:appl:task:thread:time:type:value[:...].
+method_enters() {
+    awk -F: -v type="$METHOD_EVENT" -v ids="$*" '
+        BEGIN { n = split(ids, list, " "); for (i = 1; i <= n; i++) want[list[i]] = 1 }
+        $1 == "2" { for (i = 7; i < NF; i += 2) if ($i == type && ($(i + 1) in want)) count++ }
+        END { print count + 0 }' "$OUT/tomcat.prv"
+}
+
+check_trace() {
+    say "exporting to Paraver"
+    "$SONDA" paraver "$OUT/tomcat.trace" -o "$OUT/tomcat" >"$OUT/paraver.log" 2>&1 ||
+        die "sonda paraver failed: $(cat "$OUT/paraver.log")"
+    say "checking $OUT/tomcat.prv with prvcheck"
+    python3 "$PRVCHECK" "$OUT/tomcat.prv" >"$OUT/prvcheck.log" 2>&1 ||
+        die "prvcheck rejects $OUT/tomcat.prv: $(head -n 20 "$OUT/prvcheck.log")"
+    "$SONDA" report "$OUT/tomcat.trace" >"$OUT/report.txt" 2>&1 || say "warning: sonda report failed: $(cat "$OUT/report.txt")"
+
+    local wrapper_ids servlet_ids jsp_ids
+    wrapper_ids="$(method_ids 'StandardWrapperValve(::|\.)invoke')"
+    servlet_ids="$(method_ids 'jakarta\.servlet\.http\.HttpServlet(::|\.)service')"
+    jsp_ids="$(method_ids '(::|\.)_jspService')"
+    [ -n "$wrapper_ids" ] || die "no StandardWrapperValve::invoke among the methods in $OUT/tomcat.pcf"
+    [ -n "$jsp_ids" ] || die "no _jspService among the methods in $OUT/tomcat.pcf"
+    WRAPPER_CALLS="$(method_enters $wrapper_ids)"
+    SERVLET_CALLS=0
+    [ -z "$servlet_ids" ] || SERVLET_CALLS="$(method_enters $servlet_ids)"
+    JSP_CALLS="$(method_enters $jsp_ids)"
+}
+
+# --- main ----------------------------------------------------------------------------
+
+START=$SECONDS
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+rm -f "$OUT"/tomcat.{trace,prv,pcf,row} "$OUT"/{access,catalina,wrk,paraver,prvcheck}.log "$OUT/report.txt"
+setup_packages
+command -v wrk >/dev/null 2>&1 || die "wrk is not installed"
+[ "$NO_SONDA" = 1 ] || setup_sonda
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+make_base
+start_tomcat
+wait_ready
+drive_load
+stop_tomcat
+cp "$ACCESS_LOG" "$OUT/access.log"
+
+REQUESTS="$(wc -l <"$OUT/access.log")"
+JSP_REQUESTS="$(grep -c '"GET /[a-z]*\.jsp ' "$OUT/access.log" || true)"
+NON_200="$(awk '$(NF - 2) != 200' "$OUT/access.log" | wc -l)"
+say "Tomcat logged $REQUESTS requests ($JSP_REQUESTS to JSPs, $NON_200 not 200 OK); wrk measured ${WRK_RATE:-?} requests/s"
+[ "$NON_200" = 0 ] || say "warning: $NON_200 requests did not end in 200 OK (see $OUT/access.log)"
+# The access log is the truth the trace is checked against: it must hold at least every
+# request wrk saw answered (plus our 4 warm-up requests; requests wrk abandoned at the
+# end of its run are served and logged too).
+[ -n "$WRK_REQUESTS" ] && [ "$WRK_REQUESTS" -ge 100 ] || die "wrk completed only ${WRK_REQUESTS:-no} requests; see $OUT/wrk.log"
+[ "$REQUESTS" -ge $((WRK_REQUESTS + 4)) ] ||
+    die "the access log has $REQUESTS lines, fewer than the $((WRK_REQUESTS + 4)) requests answered: is it flushed?"
+
+if [ "$NO_SONDA" = 1 ]; then
+    say "done without sonda in $((SECONDS - START)) s"
+    exit 0
+fi
+
+check_trace
+say "trace: $WRAPPER_CALLS StandardWrapperValve::invoke, $SERVLET_CALLS HttpServlet::service, $JSP_CALLS _jspService calls"
+status=0
+if [ "$WRAPPER_CALLS" = "$REQUESTS" ]; then
+    say "OK: StandardWrapperValve::invoke calls ($WRAPPER_CALLS) = requests in the access log ($REQUESTS)"
+else
+    say "MISMATCH: StandardWrapperValve::invoke calls recorded: $WRAPPER_CALLS, requests in the access log: $REQUESTS"
+    status=1
+fi
+if [ "$JSP_CALLS" = "$JSP_REQUESTS" ]; then
+    say "OK: _jspService calls ($JSP_CALLS) = JSP requests in the access log ($JSP_REQUESTS)"
+else
+    say "MISMATCH: _jspService calls recorded: $JSP_CALLS, JSP requests in the access log: $JSP_REQUESTS"
+    status=1
+fi
+say "outputs in $OUT (tomcat.trace, tomcat.prv/.pcf/.row, access.log, catalina.log, report.txt); $((SECONDS - START)) s in all"
+exit "$status"
