@@ -213,6 +213,7 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.lost", s.lost));
             counters.push(c("kernel.samples", s.samples));
             counters.push(c("kernel.undecodable", s.undecodable));
+            counters.push(c("kernel.switches_recovered", s.repaired));
         }
         if let Some(p) = &self.procfs {
             counters.push(c("procfs.samples", p.samples()));

@@ -5,11 +5,13 @@
 //! - [`tp_format`] parses them (field offsets are never hard-coded);
 //! - [`perf_ring`] opens the events and reads the per-CPU rings;
 //! - [`perf_record`] decodes ring records from bytes;
-//! - [`sched_events`] turns tracepoint payloads into [`sonda_trace::Event`]s.
+//! - [`sched_events`] turns tracepoint payloads into [`sonda_trace::Event`]s;
+//! - [`switch_repair`] recovers switches the tracepoint did not report.
 
 pub mod perf_record;
 pub mod perf_ring;
 pub mod sched_events;
+pub mod switch_repair;
 pub mod tp_format;
 pub mod tracefs;
 
@@ -18,6 +20,7 @@ use sonda_trace::{Cpu, Event, Record, Time};
 use perf_record::{PerfRecord, Truncated};
 use perf_ring::KernelRings;
 use sched_events::{SchedDecoder, TRACEPOINTS};
+use switch_repair::CpuSwitches;
 use tracefs::{Tracefs, TracefsError};
 
 /// Why the kernel source could not start.
@@ -46,12 +49,16 @@ pub struct KernelStats {
     pub lost: u64,
     /// Samples whose payload did not decode (never expected).
     pub undecodable: u64,
+    /// Switches recovered from switch-in records (see [`switch_repair`]).
+    pub repaired: u64,
 }
 
 /// Open tracepoints on every CPU.
 pub struct KernelSource {
     rings: KernelRings,
     decoder: SchedDecoder,
+    /// Per CPU number.
+    switches: Vec<CpuSwitches>,
     stats: KernelStats,
 }
 
@@ -71,9 +78,11 @@ impl KernelSource {
             perf_ring::OpenError::Permission(e) => KernelError::Permission(e.to_string()),
             perf_ring::OpenError::Other(s) => KernelError::Other(s),
         })?;
+        let max_cpu = cpus.iter().copied().max().unwrap_or(0);
         Ok(KernelSource {
             rings,
             decoder,
+            switches: vec![CpuSwitches::default(); usize::from(max_cpu) + 1],
             stats: KernelStats::default(),
         })
     }
@@ -93,19 +102,34 @@ impl KernelSource {
     pub fn read(&mut self, out: &mut Vec<Record>) {
         let decoder = &self.decoder;
         let stats = &mut self.stats;
-        self.rings
-            .read(|cpu, ty, body| match decode(decoder, cpu, ty, body) {
+        let switches = &mut self.switches;
+        self.rings.read(|cpu, ty, misc, body| {
+            let Some(cpu_switches) = switches.get_mut(usize::from(cpu)) else {
+                return;
+            };
+            match decode(decoder, cpu, ty, misc, body) {
                 Ok(Decoded::Event(r)) => {
+                    if let Event::Switch { next, .. } = r.event {
+                        cpu_switches.saw_switch(next.0);
+                    }
                     stats.samples += 1;
                     out.push(r);
                 }
+                Ok(Decoded::SwitchIn { tid, prev, time }) => {
+                    if let Some(r) = cpu_switches.saw_switch_in(cpu, tid, prev, time) {
+                        stats.repaired += 1;
+                        out.push(r);
+                    }
+                }
                 Ok(Decoded::Lost(r, n)) => {
+                    cpu_switches.lost();
                     stats.lost += n;
                     out.push(r);
                 }
                 Ok(Decoded::Nothing) => {}
                 Err(_) => stats.undecodable += 1,
-            });
+            }
+        });
     }
 
     /// What was read so far.
@@ -125,6 +149,7 @@ fn tracefs_error(e: TracefsError) -> KernelError {
 #[derive(Debug, PartialEq)]
 enum Decoded {
     Event(Record),
+    SwitchIn { tid: u32, prev: u32, time: u64 },
     Lost(Record, u64),
     Nothing,
 }
@@ -134,9 +159,10 @@ fn decode(
     decoder: &SchedDecoder,
     ring_cpu: u16,
     ty: u32,
+    misc: u16,
     body: &[u8],
 ) -> Result<Decoded, Truncated> {
-    Ok(match perf_record::parse(ty, body)? {
+    Ok(match perf_record::parse(ty, misc, body)? {
         PerfRecord::Sample(s) => match decoder.decode(&s) {
             Some(event) => Decoded::Event(Record {
                 time: Time(s.time),
@@ -159,6 +185,9 @@ fn decode(
             },
             lost,
         ),
+        PerfRecord::SwitchIn {
+            tid, prev, time, ..
+        } => Decoded::SwitchIn { tid, prev, time },
         PerfRecord::Other(_) => Decoded::Nothing,
     })
 }
@@ -184,7 +213,7 @@ mod tests {
         );
         let body = sample_body(5, 5, 77, 1, &raw);
         assert_eq!(
-            decode(&d, 1, perf_record::PERF_RECORD_SAMPLE, &body).unwrap(),
+            decode(&d, 1, perf_record::PERF_RECORD_SAMPLE, 0, &body).unwrap(),
             Decoded::Event(Record {
                 time: Time(77),
                 event: Event::Switch {
@@ -199,7 +228,7 @@ mod tests {
         lost[8..16].copy_from_slice(&12u64.to_ne_bytes());
         lost[24..32].copy_from_slice(&90u64.to_ne_bytes());
         assert_eq!(
-            decode(&d, 1, perf_record::PERF_RECORD_LOST, &lost).unwrap(),
+            decode(&d, 1, perf_record::PERF_RECORD_LOST, 0, &lost).unwrap(),
             Decoded::Lost(
                 Record {
                     time: Time(90),
@@ -211,6 +240,6 @@ mod tests {
                 12
             )
         );
-        assert_eq!(decode(&d, 0, 3, &[]).unwrap(), Decoded::Nothing);
+        assert_eq!(decode(&d, 0, 3, 0, &[]).unwrap(), Decoded::Nothing);
     }
 }

@@ -8,7 +8,13 @@
 //! PERF_RECORD_SAMPLE: u32 pid, u32 tid, u64 time, u32 cpu, u32 res, u32 size, u8 raw[size]
 //! PERF_RECORD_LOST:   u64 id, u64 lost, then sample_id: u32 pid, u32 tid, u64 time,
 //!                     u32 cpu, u32 res
+//! PERF_RECORD_SWITCH_CPU_WIDE: u32 next_prev_pid, u32 next_prev_tid, then sample_id
 //! ```
+//!
+//! Switch records come from a `context_switch` event on every CPU: one in the context
+//! of the task leaving a CPU (`misc` has `PERF_RECORD_MISC_SWITCH_OUT`; the other task is
+//! the next one) and one in the context of the task arriving (the other task is the
+//! previous one).
 //!
 //! The RAW payload of a tracepoint starts with the common fields; its first u16
 //! (`common_type`) is the tracepoint id, which tells the tracepoints sharing one ring
@@ -18,6 +24,10 @@
 pub const PERF_RECORD_LOST: u32 = 2;
 /// `PERF_RECORD_SAMPLE`: one tracepoint hit.
 pub const PERF_RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_SWITCH_CPU_WIDE`: a task left or arrived on a CPU.
+pub const PERF_RECORD_SWITCH_CPU_WIDE: u32 = 15;
+/// `misc` bit of a switch record: the current task is leaving.
+const MISC_SWITCH_OUT: u16 = 1 << 13;
 
 /// One tracepoint sample.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -48,6 +58,14 @@ pub enum PerfRecord<'a> {
     Sample(Sample<'a>),
     /// `lost` records were dropped; `time` is when the kernel noticed.
     Lost { lost: u64, time: u64, cpu: u32 },
+    /// Task `tid` arrived on `cpu` after task `prev` (switch-in records only; switch-out
+    /// records come as [`PerfRecord::Other`]).
+    SwitchIn {
+        tid: u32,
+        prev: u32,
+        time: u64,
+        cpu: u32,
+    },
     /// A record type sonda does not use (ignored).
     Other(u32),
 }
@@ -81,8 +99,8 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 }
 
 /// Decodes the body (the bytes after the 8-byte `perf_event_header`) of a record of
-/// type `ty`.
-pub fn parse(ty: u32, body: &[u8]) -> Result<PerfRecord<'_>, Truncated> {
+/// type `ty` with header bits `misc`.
+pub fn parse(ty: u32, misc: u16, body: &[u8]) -> Result<PerfRecord<'_>, Truncated> {
     let short = Truncated {
         ty,
         len: body.len(),
@@ -108,6 +126,18 @@ pub fn parse(ty: u32, body: &[u8]) -> Result<PerfRecord<'_>, Truncated> {
             let time = u64_at(body, 24).ok_or(short)?;
             let cpu = u32_at(body, 32).ok_or(short)?;
             Ok(PerfRecord::Lost { lost, time, cpu })
+        }
+        PERF_RECORD_SWITCH_CPU_WIDE if misc & MISC_SWITCH_OUT == 0 => {
+            let prev = u32_at(body, 4).ok_or(short)?;
+            let tid = u32_at(body, 12).ok_or(short)?;
+            let time = u64_at(body, 16).ok_or(short)?;
+            let cpu = u32_at(body, 24).ok_or(short)?;
+            Ok(PerfRecord::SwitchIn {
+                tid,
+                prev,
+                time,
+                cpu,
+            })
         }
         other => Ok(PerfRecord::Other(other)),
     }
@@ -139,7 +169,7 @@ pub(crate) mod tests {
         let mut raw = vec![0u8; 68];
         raw[0..2].copy_from_slice(&372u16.to_ne_bytes());
         let body = sample_body(10, 11, 123_456_789, 1, &raw);
-        match parse(PERF_RECORD_SAMPLE, &body).unwrap() {
+        match parse(PERF_RECORD_SAMPLE, 0, &body).unwrap() {
             PerfRecord::Sample(s) => {
                 assert_eq!((s.pid, s.tid, s.time, s.cpu), (10, 11, 123_456_789, 1));
                 assert_eq!(s.raw.len(), 68);
@@ -160,7 +190,7 @@ pub(crate) mod tests {
         body.extend_from_slice(&1u32.to_ne_bytes()); // cpu
         body.extend_from_slice(&0u32.to_ne_bytes()); // res
         assert_eq!(
-            parse(PERF_RECORD_LOST, &body).unwrap(),
+            parse(PERF_RECORD_LOST, 0, &body).unwrap(),
             PerfRecord::Lost {
                 lost: 321,
                 time: 999,
@@ -170,18 +200,43 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn decodes_switch_in_records_and_skips_switch_outs() {
+        let mut body = Vec::new();
+        for v in [40u32, 41, 50, 51] {
+            body.extend_from_slice(&v.to_ne_bytes()); // prev pid, prev tid, pid, tid
+        }
+        body.extend_from_slice(&1234u64.to_ne_bytes());
+        body.extend_from_slice(&1u32.to_ne_bytes());
+        body.extend_from_slice(&0u32.to_ne_bytes());
+        assert_eq!(
+            parse(PERF_RECORD_SWITCH_CPU_WIDE, 0, &body).unwrap(),
+            PerfRecord::SwitchIn {
+                tid: 51,
+                prev: 41,
+                time: 1234,
+                cpu: 1
+            }
+        );
+        assert_eq!(
+            parse(PERF_RECORD_SWITCH_CPU_WIDE, MISC_SWITCH_OUT, &body).unwrap(),
+            PerfRecord::Other(PERF_RECORD_SWITCH_CPU_WIDE)
+        );
+        assert!(parse(PERF_RECORD_SWITCH_CPU_WIDE, 0, &body[..20]).is_err());
+    }
+
+    #[test]
     fn short_bodies_are_errors_not_panics() {
         let body = sample_body(1, 2, 3, 0, &[0u8; 40]);
         for cut in 0..body.len() - 4 {
             // Any cut inside the header or the payload fails cleanly.
             if cut < 28 + 40 {
                 assert!(
-                    parse(PERF_RECORD_SAMPLE, &body[..cut]).is_err(),
+                    parse(PERF_RECORD_SAMPLE, 0, &body[..cut]).is_err(),
                     "cut at {cut}"
                 );
             }
         }
-        assert!(parse(PERF_RECORD_LOST, &[0u8; 20]).is_err());
-        assert_eq!(parse(3, &[]).unwrap(), PerfRecord::Other(3));
+        assert!(parse(PERF_RECORD_LOST, 0, &[0u8; 20]).is_err());
+        assert_eq!(parse(3, 0, &[]).unwrap(), PerfRecord::Other(3));
     }
 }

@@ -1,18 +1,18 @@
 //! The perf_event_open side: one sampling event per tracepoint and CPU, system-wide
-//! (pid = -1), and one mmap ring per CPU that every tracepoint of that CPU writes into
-//! (`PERF_EVENT_IOC_SET_OUTPUT`). One ring per CPU keeps each CPU's records in the
-//! order they were written, which the merge relies on, and halves the memory of one
-//! ring per event.
+//! (pid = -1), plus a context-switch event per CPU, and one mmap ring per CPU that
+//! every event of that CPU writes into (`PERF_EVENT_IOC_SET_OUTPUT`). One ring per CPU
+//! keeps each CPU's records in the order they were written, which the switch repair
+//! relies on, and needs a ninth of the memory of one ring per event.
 //!
 //! `perf-event2` opens the events and reads the rings (its `Sampler` implements the
 //! `data_head`/`data_tail` protocol); the one thing it lacks, redirecting an event's
 //! output into another event's ring, is a single ioctl here. Records are handed out as
-//! `(type, body bytes)` for [`super::perf_record`] to decode.
+//! `(type, misc, body bytes)` for [`super::perf_record`] to decode.
 
 use std::io;
 use std::os::fd::AsRawFd;
 
-use perf_event::events::Tracepoint;
+use perf_event::events::{Software, Tracepoint};
 use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
 
 /// Why the kernel events could not be opened.
@@ -33,17 +33,20 @@ impl std::fmt::Display for OpenError {
     }
 }
 
-fn is_permission(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+fn open_error(e: io::Error, what: String) -> OpenError {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => OpenError::Permission(e),
+        _ => OpenError::Other(format!("{what}: {e}")),
+    }
 }
 
 /// The events and ring of one CPU.
 struct CpuRing {
     cpu: u16,
-    /// The first tracepoint's event, which owns the ring.
+    /// The first event, which owns the ring.
     sampler: Sampler,
-    /// The other tracepoints' events, writing into `sampler`'s ring. Kept open: closing
-    /// them would stop their events.
+    /// The other events, writing into `sampler`'s ring. Kept open: closing them would
+    /// stop their events.
     members: Vec<Counter>,
 }
 
@@ -54,15 +57,28 @@ pub struct KernelRings {
 }
 
 impl KernelRings {
-    /// Opens tracepoints `ids` on every CPU of `cpus`, disabled, each CPU with a ring of
-    /// `ring_bytes` (rounded up to a power of two pages).
+    /// Opens tracepoints `ids` on every CPU of `cpus`, disabled, and a context-switch
+    /// event (see [`super::switch_repair`]), each CPU with one ring of `ring_bytes`
+    /// (rounded up to a power of two pages) that all its events write into.
     pub fn open(ids: &[u64], cpus: &[u16], ring_bytes: usize) -> Result<KernelRings, OpenError> {
         let mut rings = Vec::with_capacity(cpus.len());
         for &cpu in cpus {
             let mut sampler = None;
-            let mut members = Vec::with_capacity(ids.len().saturating_sub(1));
-            for &id in ids {
-                let counter = Builder::new(Tracepoint::with_id(id))
+            let mut members = Vec::with_capacity(ids.len());
+            let mut builders: Vec<(String, Builder)> = ids
+                .iter()
+                .map(|&id| {
+                    (
+                        format!("tracepoint {id}"),
+                        Builder::new(Tracepoint::with_id(id)),
+                    )
+                })
+                .collect();
+            let mut switches = Builder::new(Software::DUMMY);
+            switches.context_switch(true);
+            builders.push(("context-switch records".into(), switches));
+            for (what, mut builder) in builders {
+                let counter = builder
                     .any_pid()
                     .one_cpu(usize::from(cpu))
                     .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::RAW)
@@ -71,25 +87,14 @@ impl KernelRings {
                     .clockid(Clock::MONOTONIC)
                     .exclude_kernel(false)
                     .build()
-                    .map_err(|e| {
-                        if is_permission(&e) {
-                            OpenError::Permission(e)
-                        } else {
-                            OpenError::Other(format!(
-                                "cannot open tracepoint {id} on CPU {cpu}: {e}"
-                            ))
-                        }
-                    })?;
+                    .map_err(|e| open_error(e, format!("cannot open {what} on CPU {cpu}")))?;
                 match &sampler {
                     None => {
                         let s = counter.sampled(ring_bytes).map_err(|e| {
-                            if is_permission(&e) {
-                                OpenError::Permission(e)
-                            } else {
-                                OpenError::Other(format!(
-                                    "cannot map a {ring_bytes}-byte ring on CPU {cpu}: {e}"
-                                ))
-                            }
+                            open_error(
+                                e,
+                                format!("cannot map a {ring_bytes}-byte ring on CPU {cpu}"),
+                            )
                         })?;
                         sampler = Some(s);
                     }
@@ -101,9 +106,7 @@ impl KernelRings {
                     }
                 }
             }
-            let Some(sampler) = sampler else {
-                return Err(OpenError::Other("no tracepoint to open".into()));
-            };
+            let sampler = sampler.expect("at least the context-switch event was opened");
             rings.push(CpuRing {
                 cpu,
                 sampler,
@@ -138,17 +141,18 @@ impl KernelRings {
         Ok(())
     }
 
-    /// Hands every record now in the rings to `each(cpu, type, body)`, consuming them.
+    /// Hands every record now in the rings to `each(cpu, type, misc, body)`, consuming
+    /// them.
     /// Reads at most one ring's worth per CPU so that a CPU producing faster than the
     /// reader cannot keep it here forever. Returns the number of records.
-    pub fn read(&mut self, mut each: impl FnMut(u16, u32, &[u8])) -> u64 {
+    pub fn read(&mut self, mut each: impl FnMut(u16, u32, u16, &[u8])) -> u64 {
         let mut n = 0;
         for ring in &mut self.rings {
             let mut bytes = 0usize;
             while let Some(record) = ring.sampler.next_record() {
                 bytes += record.len() + 8;
                 let body = record.to_contiguous();
-                each(ring.cpu, record.ty(), &body);
+                each(ring.cpu, record.ty(), record.misc(), &body);
                 n += 1;
                 // Dropping `record` hands its space back to the kernel.
                 if bytes >= self.ring_bytes {
