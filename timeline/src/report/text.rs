@@ -95,11 +95,12 @@ fn process(s: &ReportSummary, p: &ProcessSummary, out: &mut dyn Write) -> io::Re
     } else {
         &p.name
     };
+    let n = p.threads.len();
+    let plural = if n == 1 { "" } else { "s" };
     writeln!(
         out,
-        "\nProcess {name} (pid {}{kind}): {} threads",
-        p.pid,
-        p.threads.len()
+        "\nProcess {name} (pid {}{kind}): {n} thread{plural}",
+        p.pid
     )?;
     let mut t = Table::new(&[
         ("thread", Align::Left),
@@ -249,6 +250,7 @@ fn losses(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
     {
         t.row(vec![name.clone(), value.to_string(), String::new()]);
     }
+    t.write(out, 2)?;
     let r = &s.repairs;
     let repairs = [
         (
@@ -277,17 +279,20 @@ fn losses(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
         (r.unmatched_monitor, "monitor waits that did not pair"),
         (
             r.unseen_threads,
-            "threads without any record (state presumed)",
+            "threads without any record (state presumed asleep)",
         ),
         (
             r.after_end,
             "agent events after their thread ended, ignored",
         ),
     ];
-    for (value, what) in repairs {
-        if value > 0 {
-            t.row(vec!["timeline".into(), value.to_string(), what.into()]);
-        }
+    let mut t = Table::headless(&[Align::Right, Align::Left]);
+    for (value, what) in repairs.into_iter().filter(|r| r.0 > 0) {
+        t.row(vec![value.to_string(), what.into()]);
     }
+    if t.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nTimeline repairs")?;
     t.write(out, 2)
 }
