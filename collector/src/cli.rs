@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 /// Traces Java (and native) programs: methods, JVM events and kernel scheduling in one
 /// time-ordered trace, viewable in Paraver.
 #[derive(Parser, Debug)]
-#[command(name = "sonda", version, about, max_term_width = 100)]
+#[command(name = "sonda", version, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

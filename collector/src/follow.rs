@@ -159,6 +159,19 @@ impl<L: TaskLookup> Follow<L> {
         }
     }
 
+    /// Notes that process `pid` now runs `name` (an exec seen by other means).
+    pub fn rename_process(&mut self, pid: Pid, name: &str, metas: &mut Vec<Meta>) {
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.name = name.to_string();
+            metas.push(Meta::Process {
+                pid,
+                ppid: p.ppid,
+                name: name.to_string(),
+                runtime: Runtime::Native,
+            });
+        }
+    }
+
     /// Decides whether `r` goes into the trace, updating the followed set; metadata the
     /// trace needs before `r` is appended to `metas`.
     pub fn process(&mut self, r: &Record, metas: &mut Vec<Meta>) -> bool {

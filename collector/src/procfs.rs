@@ -73,6 +73,9 @@ pub struct ProcSampler {
     /// Processes followed and still alive.
     procs: BTreeSet<Pid>,
     threads: HashMap<Tid, Last>,
+    /// Last known names, to notice renames and execs.
+    comms: HashMap<Tid, String>,
+    process_names: HashMap<Pid, String>,
     samples: u64,
 }
 
@@ -87,6 +90,8 @@ impl ProcSampler {
             proc: proc.to_path_buf(),
             procs: BTreeSet::from([root]),
             threads: HashMap::new(),
+            comms: HashMap::new(),
+            process_names: HashMap::new(),
             samples: 0,
         }
     }
@@ -97,7 +102,9 @@ impl ProcSampler {
     }
 
     /// Takes one sample at `now`: new processes and threads are adopted by `follow`
-    /// (their metadata goes to `metas`), changed threads become records in `out`.
+    /// (their metadata goes to `metas`), changed threads become records in `out`, a
+    /// changed thread name a [`Event::Rename`], a changed process name (an exec) new
+    /// process metadata.
     pub fn sample<L: TaskLookup>(
         &mut self,
         now: Time,
@@ -109,14 +116,21 @@ impl ProcSampler {
         let mut present = BTreeSet::new();
         let procs: Vec<Pid> = self.procs.iter().copied().collect();
         for pid in procs {
-            let Ok(tasks) = std::fs::read_dir(self.proc.join(pid.0.to_string()).join("task"))
-            else {
+            let (Ok(tasks), Some(process)) = (
+                std::fs::read_dir(self.proc.join(pid.0.to_string()).join("task")),
+                read(&self.proc.join(format!("{pid}/stat"))).and_then(|s| parse_stat(&s)),
+            ) else {
                 self.procs.remove(&pid);
+                self.process_names.remove(&pid);
                 continue;
             };
-            let pname = read(&self.proc.join(format!("{pid}/comm")))
-                .map(|s| s.trim_end().to_string())
-                .unwrap_or_default();
+            let ppid = Pid(process.ppid);
+            match self.process_names.insert(pid, process.comm.clone()) {
+                Some(old) if old != process.comm => {
+                    follow.rename_process(pid, &process.comm, metas)
+                }
+                _ => {}
+            }
             for task in tasks.flatten() {
                 let Some(tid) = task
                     .file_name()
@@ -135,8 +149,17 @@ impl ProcSampler {
                 };
                 present.insert(tid);
                 if !self.threads.contains_key(&tid) {
-                    let ppid = if tid.0 == pid.0 { Pid(stat.ppid) } else { pid };
-                    follow.adopt(pid, ppid, tid, &stat.comm, &pname, metas);
+                    follow.adopt(pid, ppid, tid, &stat.comm, &process.comm, metas);
+                }
+                match self.comms.insert(tid, stat.comm.clone()) {
+                    Some(old) if old != stat.comm => out.push(Record {
+                        time: now,
+                        event: Event::Rename {
+                            tid,
+                            comm: stat.comm.clone(),
+                        },
+                    }),
+                    _ => {}
                 }
                 let now_state = Last {
                     state: stat.state,
@@ -167,6 +190,7 @@ impl ProcSampler {
             .collect();
         for tid in gone {
             self.threads.remove(&tid);
+            self.comms.remove(&tid);
             out.push(Record {
                 time: now,
                 event: Event::TaskExit { tid },

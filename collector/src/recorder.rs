@@ -74,26 +74,27 @@ pub struct Outcome {
     pub exit_code: i32,
 }
 
-/// Which source a written record came from, for the summary.
+/// Records written per source, for the summary.
 #[derive(Default)]
 struct Tally {
-    kernel: u64,
-    procfs: u64,
+    /// Thread states and process tree: kernel tracepoints or /proc samples.
+    scheduler: u64,
+    /// Agents' events.
     agent: u64,
 }
 
 impl Tally {
     fn count(&mut self, e: &Event) {
         match e {
-            Event::ProcSample { .. } => self.procfs += 1,
-            Event::Switch { .. }
+            Event::ProcSample { .. }
+            | Event::Switch { .. }
             | Event::Waking { .. }
             | Event::Wakeup { .. }
             | Event::NewTask { .. }
             | Event::TaskExit { .. }
             | Event::Exec { .. }
             | Event::Rename { .. }
-            | Event::KernelLost { .. } => self.kernel += 1,
+            | Event::KernelLost { .. } => self.scheduler += 1,
             _ => self.agent += 1,
         }
     }
@@ -198,7 +199,6 @@ impl<W: Write> Recording<W> {
         };
         let a = self.agent.stats();
         let mut counters = vec![
-            c("kernel.events", self.tally.kernel),
             c("agent.events", self.tally.agent),
             c("agent.dropped", a.dropped),
             c("agent.no_slot", self.agent.no_slot_drops()),
@@ -210,12 +210,14 @@ impl<W: Write> Recording<W> {
         ];
         if let Some(k) = &self.kernel {
             let s = k.stats();
+            counters.push(c("kernel.events", self.tally.scheduler));
             counters.push(c("kernel.lost", s.lost));
             counters.push(c("kernel.samples", s.samples));
             counters.push(c("kernel.undecodable", s.undecodable));
             counters.push(c("kernel.switches_recovered", s.repaired));
         }
         if let Some(p) = &self.procfs {
+            counters.push(c("procfs.events", self.tally.scheduler));
             counters.push(c("procfs.samples", p.samples()));
         }
         if a.unknown > 0 {
@@ -367,6 +369,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     let lost = rec.kernel.as_ref().map_or(0, |k| k.stats().lost);
     let dropped = rec.agent.stats().dropped + rec.agent.no_slot_drops();
     let tally = std::mem::take(&mut rec.tally);
+    let procfs = rec.procfs.is_some();
     let Recording { writer, agent, .. } = rec;
     let _ = agent.remove();
     let mut out = writer
@@ -375,10 +378,10 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     out.flush()
         .with_context(|| format!("cannot write {out_path}"))?;
     let size = out.get_ref().metadata().map(|m| m.len()).unwrap_or(0);
-    let thread_source = if tally.procfs > 0 || lost == 0 && tally.kernel == 0 && tally.procfs == 0 {
-        format!("{} /proc samples", tally.procfs)
+    let thread_source = if procfs {
+        format!("{} /proc records", tally.scheduler)
     } else {
-        format!("{} kernel events ({lost} lost)", tally.kernel)
+        format!("{} kernel events ({lost} lost)", tally.scheduler)
     };
     eprintln!(
         "sonda: recorded {thread_source}, {} JVM events ({dropped} dropped) in {:.1} s, collector CPU {:.2} s; {out_path} ({})",
@@ -392,27 +395,30 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
 
 /// The cycle loop: runs until the command exits, then drains everything.
 fn run<W: Write>(rec: &mut Recording<W>, command: &mut Child) -> io::Result<i32> {
+    // Ticks at fixed deadlines, so that the work of a tick does not stretch the period.
+    let (tick, ticks_per_cycle) = if rec.procfs.is_some() {
+        (PROC_PERIOD, PROC_SAMPLES_PER_CYCLE)
+    } else {
+        (CYCLE, 1)
+    };
+    let mut next = Instant::now();
+    let mut ticks = 0u32;
     let code = loop {
         if let Some(code) = command.try_wait()? {
             break code;
         }
-        if rec.procfs.is_some() {
-            let mut exited = None;
-            for _ in 0..PROC_SAMPLES_PER_CYCLE {
-                rec.sample_proc();
-                std::thread::sleep(PROC_PERIOD);
-                if let Some(code) = command.try_wait()? {
-                    exited = Some(code);
-                    break;
-                }
-            }
+        rec.sample_proc();
+        ticks += 1;
+        if ticks == ticks_per_cycle {
+            ticks = 0;
             rec.cycle(false)?;
-            if let Some(code) = exited {
-                break code;
-            }
+        }
+        next += tick;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
         } else {
-            std::thread::sleep(CYCLE);
-            rec.cycle(false)?;
+            next = now; // fell behind: do not try to catch up in a burst
         }
     };
     std::thread::sleep(SETTLE);

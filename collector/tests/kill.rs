@@ -1,0 +1,94 @@
+//! A collector killed with SIGKILL: the recorded command runs on to completion (nothing
+//! ties it to sonda's life, and its output does not go through sonda), and the trace
+//! reads up to the last block sonda flushed.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use sonda_trace::{Event, Events, TraceMeta};
+
+#[test]
+fn sigkill_of_the_collector_leaves_a_readable_trace_and_the_command_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.sonda");
+    let output = dir.path().join("output.txt");
+    let done = dir.path().join("done");
+    // About 2 s of work in steps, printing as it goes (to a file, as a terminal would
+    // take it: not through sonda), then a marker.
+    let script = format!(
+        "for step in 1 2 3 4 5 6 7 8 9 10; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; echo step $step; sleep 0.15; done; echo finished > {}",
+        done.display()
+    );
+    let mut child = sonda()
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--", "sh", "-c", &script])
+        .stdout(std::fs::File::create(&output).unwrap())
+        .spawn()
+        .unwrap();
+    let sonda_pid = child.id();
+    std::thread::sleep(Duration::from_millis(700));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the command did not complete after sonda was killed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let printed = std::fs::read_to_string(&output).unwrap();
+    assert_eq!(
+        printed.lines().count(),
+        10,
+        "the command's output was cut: {printed:?}"
+    );
+
+    let meta = TraceMeta::scan(&trace).expect("the trace opens");
+    assert!(
+        !meta.complete,
+        "a killed recording cannot have its end block"
+    );
+    assert!(meta.info.is_some(), "the trace info was not flushed");
+    assert!(meta.records > 0, "no events were flushed before the kill");
+    // Every event before the cut reads, in time order, then at most one error.
+    let mut last = 0;
+    let mut read = 0u64;
+    let mut switches = 0;
+    for r in Events::open(&trace).unwrap() {
+        let Ok(r) = r else { break };
+        assert!(r.time.0 >= last);
+        last = r.time.0;
+        read += 1;
+        switches += u64::from(matches!(
+            r.event,
+            Event::Switch { .. } | Event::ProcSample { .. }
+        ));
+    }
+    assert_eq!(read, meta.records, "the scan and the stream disagree");
+    assert!(switches > 0);
+
+    // The killed collector's buffer file is removed by the next collector.
+    let stale = buffer_files_of(sonda_pid);
+    assert_eq!(
+        stale.len(),
+        1,
+        "expected the killed collector's buffer file"
+    );
+    let out = run_sonda(&[
+        "record",
+        "-o",
+        dir.path().join("t2.sonda").to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success());
+    assert!(
+        !stale[0].exists(),
+        "the stale buffer file of a dead collector was not removed"
+    );
+}
