@@ -32,6 +32,8 @@ enum Slot {
     Owned(Producer),
     /// No slot was free when the thread first recorded: its events are counted lost.
     Unavailable,
+    /// Records are ignored, uncounted (see [`muted`]).
+    Muted,
     /// The OS thread is exiting (its thread-local destructors run): nothing more may
     /// be claimed, since nothing would retire it.
     Exited,
@@ -102,27 +104,40 @@ pub fn record(time: u64, kind: u8, arg: u32) {
 #[inline(never)]
 fn record_slow(time: u64, kind: u8, arg: u32) {
     let Some(region) = region() else { return };
-    let claimed = SLOT.try_with(|slot| match slot.get() {
-        Slot::Owned(p) => Some(p),
+    let target = SLOT.try_with(|slot| match slot.get() {
+        Slot::Owned(p) => Some(Some(p)),
         Slot::Unclaimed => match region.claim(pid(), current_tid()) {
             Some(p) => {
                 slot.set(Slot::Owned(p));
                 let _ = RETIRE_AT_EXIT.try_with(|_| ());
-                Some(p)
+                Some(Some(p))
             }
             None => {
                 slot.set(Slot::Unavailable);
-                None
+                Some(None)
             }
         },
-        Slot::Unavailable | Slot::Exited => None,
+        Slot::Unavailable | Slot::Exited => Some(None),
+        Slot::Muted => None,
     });
-    match claimed {
-        Ok(Some(p)) => {
+    match target {
+        Ok(Some(Some(p))) => {
             p.push(time, head(kind, 0, 0), arg);
         }
+        Ok(None) => {}
         _ => region.count_no_slot_drop(),
     }
+}
+
+/// Runs `f` with the calling thread's records ignored (not recorded, not counted):
+/// for the agent's own calls of the probes.
+pub fn muted<T>(f: impl FnOnce() -> T) -> T {
+    let saved = SLOT.try_with(|slot| slot.replace(Slot::Muted)).ok();
+    let result = f();
+    if let Some(saved) = saved {
+        let _ = SLOT.try_with(|slot| slot.set(saved));
+    }
+    result
 }
 
 /// Gives the calling thread's slot back (after its last record, THREAD_END); a later

@@ -19,22 +19,10 @@ pub fn is_tsc() -> bool {
     USE_TSC.load(Ordering::Relaxed)
 }
 
-/// The time now on the selected clock, for events off the probe path (one more
-/// predictable branch than [`now_on`]).
+/// The time now on the selected clock (a predictable branch on a cached flag).
 #[inline(always)]
 pub fn now() -> u64 {
     if is_tsc() {
-        os::tsc()
-    } else {
-        os::monotonic_ns()
-    }
-}
-
-/// The time now on a clock fixed at compile time: the probe natives come in one
-/// version per clock so the hot path has no branch.
-#[inline(always)]
-pub fn now_on<const TSC: bool>() -> u64 {
-    if TSC {
         os::tsc()
     } else {
         os::monotonic_ns()

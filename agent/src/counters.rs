@@ -40,7 +40,8 @@ pub static CLASSES_INSTRUMENTED: Counter = Counter::new("classes_instrumented");
 pub static METHODS_INSTRUMENTED: Counter = Counter::new("methods_instrumented");
 /// Classes the rewriter refused (left unchanged, with a warning).
 pub static CLASSES_REFUSED: Counter = Counter::new("classes_refused");
-/// Candidate classes loaded before the probe class existed (retransformed at VMInit).
+/// Classes the filter may match that were loaded before the probe class existed (found
+/// at VMInit or attach, then retransformed).
 pub static CLASSES_BEFORE_PROBES: Counter = Counter::new("classes_before_probes");
 /// Already-loaded classes retransformed at VMInit or attach.
 pub static CLASSES_RETRANSFORMED: Counter = Counter::new("classes_retransformed");

@@ -72,7 +72,7 @@ impl Transformer {
             return None;
         }
         if !probe::ready() {
-            counters::CLASSES_BEFORE_PROBES.incr();
+            // Counted and retransformed by `retransform_loaded` once the probes exist.
             return None;
         }
         match instrument(load.bytes, &PROBE, &mut |m| self.select(m)) {
@@ -166,6 +166,7 @@ impl Transformer {
                 _ => jni.delete_local(class),
             }
         }
+        counters::CLASSES_BEFORE_PROBES.add(candidates.len() as u64);
         let refs: Vec<Local<'_>> = candidates.iter().map(|c| c.0).collect();
         if jvmti.retransform_classes(&refs).is_ok() {
             counters::CLASSES_RETRANSFORMED.add(refs.len() as u64);

@@ -7,12 +7,17 @@ use common::*;
 use sonda_shm::records::{ENTER, LEAVE, LEAVE_EXCEPTION, THREAD_START, VM_INIT};
 use sonda_shm::{Clock, Geometry};
 
-fn probe_calls(clock: Clock) {
+fn probe_calls(clock: Clock, jvm_args: &[&str]) {
     let classes = java_classes("ProbeCalls", true);
     let rec = Recording::new("", clock);
     let n = 5000u64;
     let before = now(clock);
-    let out = rec.run_java(&classes, &["-Xverify:all"], "ProbeCalls", &[&n.to_string()]);
+    let out = rec.run_java(
+        &classes,
+        &[&["-Xverify:all"], jvm_args].concat(),
+        "ProbeCalls",
+        &[&n.to_string()],
+    );
     let after = now(clock);
     assert_ok(&out);
     assert_eq!(tagged_lines(&out, "calls"), vec![vec![n.to_string()]]);
@@ -62,12 +67,22 @@ fn probe_calls(clock: Clock) {
 
 #[test]
 fn probe_calls_monotonic_clock() {
-    probe_calls(Clock::Monotonic);
+    probe_calls(Clock::Monotonic, &[]);
 }
 
 #[test]
 fn probe_calls_tsc_clock() {
-    probe_calls(Clock::Tsc);
+    probe_calls(Clock::Tsc, &[]);
+}
+
+/// JDK 17 critical natives: compiled callers use the `JavaCritical_` entry points,
+/// interpreted ones the JNI ones; together still exactly one record per call.
+#[test]
+fn probe_calls_critical_natives() {
+    probe_calls(
+        Clock::Tsc,
+        &["-XX:+CriticalJNINatives", "-XX:-PrintWarnings"],
+    );
 }
 
 /// A ring of 64 records per thread: every push is a record or a counted drop. On the

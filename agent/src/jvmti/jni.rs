@@ -2,12 +2,12 @@
 //! checked for a pending Java exception (which is cleared and turned into an error, so
 //! the application never sees an exception the agent caused).
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ptr;
 
-use jni_sys::{jclass, jint, jobject, jvalue, JNIEnv, JNINativeMethod};
+use jni_sys::{jobject, jvalue, JNIEnv};
 
 use super::mutf8;
 
@@ -54,15 +54,6 @@ impl Local<'_> {
     pub fn is_null(&self) -> bool {
         self.raw.is_null()
     }
-}
-
-/// A Java `static native void <name>(int)` implemented in Rust. The function type fixes
-/// the JNI signature to `(I)V`, so registering it cannot mismatch.
-pub struct StaticIntNative {
-    /// The Java method name.
-    pub name: &'static CStr,
-    /// The implementation.
-    pub function: extern "system" fn(*mut JNIEnv, jclass, jint),
 }
 
 impl<'a> Jni<'a> {
@@ -188,38 +179,33 @@ impl<'a> Jni<'a> {
         self.checked(self.wrap(c), !c.is_null(), "DefineClass")
     }
 
-    /// Binds `static native void name(int)` methods of `class` to Rust functions.
-    pub fn register_static_int_natives(
-        &self,
-        class: Local<'_>,
-        natives: &[StaticIntNative],
-    ) -> Result<(), JniError> {
-        let methods: Vec<JNINativeMethod> = natives
-            .iter()
-            .map(|n| JNINativeMethod {
-                name: n.name.as_ptr().cast_mut(),
-                signature: c"(I)V".as_ptr().cast_mut(),
-                fnPtr: n.function as *mut c_void,
-            })
-            .collect();
-        // SAFETY: valid env; live class reference; each entry names a NUL-terminated
-        // method and signature, and its function has exactly the JNI type of a static
-        // `(I)V` native (enforced by StaticIntNative's field type).
-        let rc = unsafe {
-            (self.t().v1_1.RegisterNatives)(
-                self.env,
-                class.raw,
-                methods.as_ptr(),
-                methods.len() as i32,
-            )
-        };
-        self.checked((), rc == jni_sys::JNI_OK, "RegisterNatives")
-    }
-
     /// Whether two references denote the same object.
     pub fn same_object(&self, a: Local<'_>, b: Local<'_>) -> bool {
         // SAFETY: valid env; live (possibly NULL) references.
         unsafe { (self.t().v1_1.IsSameObject)(self.env, a.raw, b.raw) }
+    }
+
+    /// Calls `static void name(int)` of `class`.
+    pub fn call_static_void_int(
+        &self,
+        class: Local<'_>,
+        name: &CStr,
+        arg: i32,
+    ) -> Result<(), JniError> {
+        // SAFETY: valid env; live class reference; the method id was looked up with
+        // signature (I)V and is called with exactly one int argument.
+        unsafe {
+            let mid = (self.t().v1_1.GetStaticMethodID)(
+                self.env,
+                class.raw,
+                name.as_ptr(),
+                c"(I)V".as_ptr(),
+            );
+            self.checked((), !mid.is_null(), "GetStaticMethodID")?;
+            let args = [jvalue { i: arg }];
+            (self.t().v1_1.CallStaticVoidMethodA)(self.env, class.raw, mid, args.as_ptr());
+        }
+        self.checked((), true, "CallStaticVoidMethodA")
     }
 
     /// The class of `object`.

@@ -21,7 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 pub use env::{Capabilities, Event, Jvmti, ThreadInfo};
-pub use jni::{Jni, JniError, Local, StaticIntNative};
+pub use jni::{Jni, JniError, Local};
 
 /// A JVMTI function failed with this error code (`jvmtiError`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -135,22 +135,30 @@ pub(crate) fn handler() -> Option<&'static dyn EventHandler> {
 
 /// Runs `f`, catching any panic so that it never unwinds into the JVM. A caught panic is
 /// reported to the handler (as a warning in the trace) and `fallback` is returned.
+/// Inlined: on the probes' hot path it costs nothing unless something panics.
+#[inline(always)]
 pub fn guard<T>(place: &'static str, fallback: T, f: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
-            // Reporting must not panic in turn: a second panic would abort here.
-            let _ = catch_unwind(AssertUnwindSafe(|| {
-                if let Some(h) = handler() {
-                    h.internal_error(place, &msg);
-                }
-            }));
+            report_panic(place, payload);
             fallback
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn report_panic(place: &'static str, payload: Box<dyn std::any::Any + Send>) {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    // Reporting must not panic in turn: a second panic would abort here.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(h) = handler() {
+            h.internal_error(place, &msg);
+        }
+    }));
 }

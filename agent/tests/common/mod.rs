@@ -279,6 +279,12 @@ pub fn assert_ok(out: &Output) {
         "agent complained:\n{}",
         text(&out.stderr)
     );
+    // Nothing from the agent or the JVM's logging about it may reach the program's stdout.
+    let stdout = text(&out.stdout);
+    assert!(
+        !stdout.contains("sonda") && !stdout.contains("[warning]"),
+        "stdout polluted:\n{stdout}"
+    );
 }
 
 /// The lines of stdout that start with `prefix `, split on tabs after it.
