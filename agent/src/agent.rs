@@ -13,7 +13,7 @@ use sonda_filter::MethodFilter;
 use sonda_shm::Region;
 use sonda_trace::{Meta, Pid, Runtime};
 
-use crate::jvmti::{self, Capabilities, Event, Jni, Jvmti, LoadMode};
+use crate::jvmti::{self, Capabilities, Event, Jni, Jvmti, LoadMode, Vm};
 use crate::monitors::Monitors;
 use crate::options::{parse_config, parse_options, Config};
 use crate::threads::Threads;
@@ -73,7 +73,7 @@ impl Agent {
     }
 
     /// `Agent_OnLoad` / `Agent_OnAttach`.
-    pub fn load(&self, jvmti: Jvmti, jni: Option<&Jni<'_>>, options: &str, mode: LoadMode) {
+    pub fn load(&self, vm: Vm, jvmti: Jvmti, jni: Option<&Jni<'_>>, options: &str, mode: LoadMode) {
         if self.state.get().is_some() {
             eprintln!("sonda: the agent is already loaded in this JVM; ignoring this load");
             return;
@@ -85,7 +85,8 @@ impl Agent {
                 return;
             }
         };
-        let state = self.state.get_or_init(|| state);
+        let _ = self.state.set(state);
+        let Some(state) = agent_state() else { return };
         if let Err(e) = enable(state, mode) {
             eprintln!("sonda: {e}; the JVM runs without recording");
             meta::warning(format!("agent disabled: {e}"));
@@ -93,7 +94,7 @@ impl Agent {
         }
         if mode == LoadMode::Attach {
             match jni {
-                Some(jni) => crate::events::live_start(state, jni, None),
+                Some(jni) => crate::events::live_start(state, jni, None, Some(vm)),
                 None => meta::warning("attach without a JNI environment: nothing recorded"),
             }
         }
@@ -118,6 +119,11 @@ impl Agent {
             );
         }
     }
+}
+
+/// The agent's state for the life of the process, once start-up succeeded.
+pub fn agent_state() -> Option<&'static State> {
+    AGENT.state.get()
 }
 
 /// Options, shared file, configuration: everything that can fail before recording.

@@ -6,17 +6,24 @@ use std::sync::atomic::Ordering;
 use sonda_shm::records;
 
 use crate::agent::{Agent, State};
-use crate::jvmti::{ClassLoad, EventHandler, Jni, Jvmti, LoadMode, Local};
+use crate::jvmti::{ClassLoad, EventHandler, Jni, Jvmti, LoadMode, Local, Vm};
 use crate::{buffers, clock, counters, meta, probe};
 
 impl EventHandler for Agent {
-    fn agent_load(&self, jvmti: Jvmti, jni: Option<&Jni<'_>>, options: &str, mode: LoadMode) {
-        self.load(jvmti, jni, options, mode);
+    fn agent_load(
+        &self,
+        vm: Vm,
+        jvmti: Jvmti,
+        jni: Option<&Jni<'_>>,
+        options: &str,
+        mode: LoadMode,
+    ) {
+        self.load(vm, jvmti, jni, options, mode);
     }
 
     fn vm_init(&self, jni: &Jni<'_>, thread: Local<'_>) {
-        if let Some(state) = self.state() {
-            live_start(state, jni, Some(thread));
+        if let Some(state) = crate::agent::agent_state() {
+            live_start(state, jni, Some(thread), None);
         }
     }
 
@@ -70,22 +77,58 @@ impl EventHandler for Agent {
 
 /// The start of the live phase: VMInit after a launch, or the attach itself. Defines
 /// the probes, names the threads alive now, and instruments the classes loaded so far.
-pub fn live_start(state: &State, jni: &Jni<'_>, thread: Option<Local<'_>>) {
+///
+/// After an attach (`vm` given) the probe natives cannot link until `Agent_OnAttach`
+/// returned (see `probe::link`): linking and retransformation then continue on an agent
+/// thread ("sonda-attach") that retries for a few seconds, so the attach returns at once.
+pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>>, vm: Option<Vm>) {
     if state.live.swap(true, Ordering::AcqRel) {
         return;
     }
     buffers::record(clock::now(), records::VM_INIT, 0);
-    if let Err(e) = probe::install(jni) {
+    let defined = probe::define(jni);
+    state.threads.name_live_threads(state.jvmti, jni, thread);
+    if let Err(e) = defined {
         meta::warning(format!(
-            "probe class {} not installed, no method is traced: {e}",
+            "probe class {} not defined, no method is traced: {e}",
             probe::PROBE.class
         ));
+        return;
     }
-    state.threads.name_live_threads(state.jvmti, jni, thread);
-    if let Some(t) = &state.transformer {
-        if probe::ready() {
-            t.retransform_loaded(state.jvmti, jni);
+    match (probe::link(jni), vm) {
+        (Ok(()), _) => instrument_loaded(state, jni),
+        (Err(_), Some(vm)) => {
+            let spawned = vm.spawn_daemon("sonda-attach", move |jni| {
+                let mut last = None;
+                for delay_ms in [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000] {
+                    std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+                    match probe::link(jni) {
+                        Ok(()) => return instrument_loaded(state, jni),
+                        Err(e) => last = Some(e),
+                    }
+                }
+                if let Some(e) = last {
+                    meta::warning(format!(
+                        "probe natives never linked, no method is traced: {e}"
+                    ));
+                }
+            });
+            if let Err(e) = spawned {
+                meta::warning(format!(
+                    "cannot start the agent thread, no method is traced: {e}"
+                ));
+            }
         }
+        (Err(e), None) => meta::warning(format!(
+            "probe natives not linked, no method is traced: {e}"
+        )),
+    }
+}
+
+/// Retransforms the loaded classes the filter may match (probes ready).
+fn instrument_loaded(state: &State, jni: &Jni<'_>) {
+    if let Some(t) = &state.transformer {
+        t.retransform_loaded(state.jvmti, jni);
     }
 }
 

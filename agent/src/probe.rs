@@ -13,7 +13,7 @@
 //! not change. Instead the JVM links the natives itself on first call: for a
 //! boot-loader class it searches libjava, then the boot loader's libraries, then the
 //! agent libraries (HotSpot `NativeLookup::lookup_style`), where it finds these exported
-//! functions. [`install`] calls each probe once, muted, so a failure to link shows at
+//! functions. [`link`] calls each probe once, muted, so a failure to link shows at
 //! start-up (as a warning, probes off) and never as an `UnsatisfiedLinkError` thrown
 //! into the application.
 //!
@@ -49,22 +49,35 @@ pub const PROBE: ProbeClass<'static> = ProbeClass {
     exit_exception: "exitByException",
 };
 
+static DEFINED: AtomicBool = AtomicBool::new(false);
 static READY: AtomicBool = AtomicBool::new(false);
 
-/// Whether the probe class is defined and its natives bound: only then may classes be
+/// Whether the probe class is defined and its natives linked: only then may classes be
 /// rewritten to call it.
 pub fn ready() -> bool {
     READY.load(Ordering::Acquire)
 }
 
-/// Defines the probe class in the bootstrap loader and checks that its natives link
-/// (live phase).
-pub fn install(jni: &Jni<'_>) -> Result<(), JniError> {
+/// Defines the probe class in the bootstrap loader (once; live phase).
+pub fn define(jni: &Jni<'_>) -> Result<(), JniError> {
+    if DEFINED.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let class = jni.define_boot_class(PROBE.class, &probe_class_bytes(&PROBE))?;
+    jni.delete_local(class);
+    DEFINED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Links the probe natives by calling each once, muted; on success the probes are
+/// ready. Fails with `UnsatisfiedLinkError` while the JVM does not list the agent's
+/// library yet: during `Agent_OnAttach`, since HotSpot adds an attached agent to its
+/// list only once `Agent_OnAttach` returned (a later retry then succeeds).
+pub fn link(jni: &Jni<'_>) -> Result<(), JniError> {
     if ready() {
         return Ok(());
     }
-    let bytes = probe_class_bytes(&PROBE);
-    let class = jni.define_boot_class(PROBE.class, &bytes)?;
+    let class = jni.find_class(c"java/lang/SondaProbe")?;
     let linked = buffers::muted(|| {
         for name in [c"enter", c"exit", c"exitByException"] {
             jni.call_static_void_int(class, name, 0)?;

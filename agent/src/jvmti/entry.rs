@@ -9,7 +9,7 @@ use std::ptr;
 use jni_sys::{jint, JavaVM, JNI_OK};
 
 use super::jni::Jni;
-use super::{guard, handler, mutf8, Jvmti, LoadMode};
+use super::{guard, handler, mutf8, Jvmti, LoadMode, Vm};
 
 /// Called by the JVM when the library is given with `-agentpath` (OnLoad phase).
 ///
@@ -80,6 +80,6 @@ unsafe fn load(vm: *mut JavaVM, options: *mut c_char, mode: LoadMode) {
         } else {
             None
         };
-        h.agent_load(jvmti, jni.as_ref(), &text, mode);
+        h.agent_load(Vm::new(vm), jvmti, jni.as_ref(), &text, mode);
     });
 }

@@ -15,6 +15,7 @@ mod env;
 mod jni;
 pub mod mutf8;
 pub mod sys;
+mod vm;
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,6 +23,7 @@ use std::sync::OnceLock;
 
 pub use env::{Capabilities, Event, Jvmti, ThreadInfo};
 pub use jni::{Jni, JniError, Local};
+pub use vm::Vm;
 
 /// A JVMTI function failed with this error code (`jvmtiError`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -104,7 +106,14 @@ pub trait EventHandler: Sync {
     fn class_file_load(&self, load: &ClassLoad<'_>) -> Option<Vec<u8>>;
     /// The library was loaded: `Agent_OnLoad` or `Agent_OnAttach` with its option text.
     /// Returns nothing: failures must leave the JVM running (the handler reports them).
-    fn agent_load(&self, jvmti: Jvmti, jni: Option<&Jni<'_>>, options: &str, mode: LoadMode);
+    fn agent_load(
+        &self,
+        vm: Vm,
+        jvmti: Jvmti,
+        jni: Option<&Jni<'_>>,
+        options: &str,
+        mode: LoadMode,
+    );
     /// A handler panicked in `place`; the glue caught it. `message` is the panic text.
     fn internal_error(&self, place: &'static str, message: &str);
 }

@@ -107,6 +107,20 @@ impl Recording {
         run_java(classes, &[&[agent.as_str()], jvm_args].concat(), main, args)
     }
 
+    /// The metadata log so far (read without consuming anything).
+    pub fn drain_metas(&self) -> Vec<Meta> {
+        let mut metas = Vec::new();
+        let mut cursor = 0;
+        self.region.read_meta(&mut cursor, |bytes| {
+            for item in Items::new(bytes) {
+                if let Ok(Item::Meta(m)) = item {
+                    metas.push(m);
+                }
+            }
+        });
+        metas
+    }
+
     /// Everything the agent left: ring records per slot and the metadata log.
     pub fn drain(&self) -> Drained {
         let mut slots = Vec::new();
@@ -207,6 +221,13 @@ impl Drained {
                     .map(move |r| (s.tid, *r))
             })
             .collect()
+    }
+
+    /// Whether a `Meta::JavaThread` names `tid` as `name`.
+    pub fn has_java_thread(&self, tid: u32, name: &str) -> bool {
+        self.metas.iter().any(
+            |m| matches!(m, Meta::JavaThread { tid: t, name: n, .. } if t.0 == tid && n == name),
+        )
     }
 
     /// The tid of the (first) Java thread named `name`.
