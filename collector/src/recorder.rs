@@ -3,7 +3,7 @@
 //!
 //! One cycle (every 50 ms; with the /proc fallback, /proc is sampled every 10 ms and the
 //! rest runs every 100 ms):
-//! 1. read the kernel rings (or sample /proc);
+//! 1. take the records the kernel reader thread read from the rings (or sample /proc);
 //! 2. drain the agent rings, *then* take a TSC calibration point, so that every drained
 //!    record lies before it and converts by interpolation; copy new agent metadata;
 //! 3. hand everything to the merger and release what is older than now − lag, in time
@@ -28,7 +28,8 @@ use crate::agent::buffer_file::SHM_DIR;
 use crate::agent::{AgentSettings, AgentSource, Stamped};
 use crate::child::{self, Child};
 use crate::follow::{Follow, ProcLookup};
-use crate::kernel::{KernelError, KernelSource};
+use crate::kernel::reader_thread::KernelReader;
+use crate::kernel::{KernelError, KernelSource, KernelStats};
 use crate::merge::Merger;
 use crate::procfs::ProcSampler;
 use crate::tsc::{self, Calibration};
@@ -102,7 +103,9 @@ impl Tally {
 
 /// The state of a running recording.
 struct Recording<W: Write> {
-    kernel: Option<KernelSource>,
+    kernel: Option<KernelReader>,
+    /// The kernel reader's tally, once it finished.
+    kernel_stats: KernelStats,
     procfs: Option<ProcSampler>,
     agent: AgentSource,
     agent_clock: Clock,
@@ -134,8 +137,8 @@ impl<W: Write> Recording<W> {
     /// One drain cycle; `end` releases everything instead of stopping at the watermark.
     fn cycle(&mut self, end: bool) -> io::Result<()> {
         let now = clock::monotonic();
-        if let Some(k) = &mut self.kernel {
-            k.read(&mut self.batch);
+        if let Some(k) = &self.kernel {
+            k.take(&mut self.batch);
         }
         // Agent: drain first, then calibrate, so drained records lie before the point.
         let now_raw = match self.agent_clock {
@@ -208,8 +211,8 @@ impl<W: Write> Recording<W> {
             c("collector.cpu_ns", host::own_cpu_ns()),
             c("collector.elapsed_ns", elapsed.as_nanos() as u64),
         ];
-        if let Some(k) = &self.kernel {
-            let s = k.stats();
+        if self.kernel.is_some() {
+            let s = self.kernel_stats;
             counters.push(c("kernel.events", self.tally.scheduler));
             counters.push(c("kernel.lost", s.lost));
             counters.push(c("kernel.samples", s.samples));
@@ -305,10 +308,13 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     calibration.add(tsc::measure());
 
     child::install_forwarding().context("cannot install signal handlers")?;
-    let mut kernel = kernel;
-    if let Some(k) = &mut kernel {
-        k.enable().context("cannot enable kernel tracepoints")?;
-    }
+    let kernel = match kernel {
+        Some(mut k) => {
+            k.enable().context("cannot enable kernel tracepoints")?;
+            Some(KernelReader::start(k).context("cannot start the kernel reader thread")?)
+        }
+        None => None,
+    };
     let agent_path = agent.get().path().to_path_buf();
     let option = s
         .agent_lib
@@ -338,6 +344,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     let procfs = kernel.is_none().then(|| ProcSampler::new(root));
     let mut rec = Recording {
         kernel,
+        kernel_stats: KernelStats::default(),
         procfs,
         agent: agent.take(),
         agent_clock,
@@ -366,7 +373,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     };
     let elapsed = began.elapsed();
     let counters = rec.counters(elapsed);
-    let lost = rec.kernel.as_ref().map_or(0, |k| k.stats().lost);
+    let lost = rec.kernel_stats.lost;
     let dropped = rec.agent.stats().dropped + rec.agent.no_slot_drops();
     let tally = std::mem::take(&mut rec.tally);
     let procfs = rec.procfs.is_some();
@@ -423,7 +430,7 @@ fn run<W: Write>(rec: &mut Recording<W>, command: &mut Child) -> io::Result<i32>
     };
     std::thread::sleep(SETTLE);
     if let Some(k) = &mut rec.kernel {
-        k.disable()?;
+        rec.kernel_stats = k.finish(&mut rec.batch);
     }
     rec.sample_proc();
     rec.cycle(true)?;

@@ -4,12 +4,14 @@
 //! - [`tracefs`] finds tracefs and reads tracepoint descriptions;
 //! - [`tp_format`] parses them (field offsets are never hard-coded);
 //! - [`perf_ring`] opens the events and reads the per-CPU rings;
+//! - [`reader_thread`] empties them on a thread of its own;
 //! - [`perf_record`] decodes ring records from bytes;
 //! - [`sched_events`] turns tracepoint payloads into [`sonda_trace::Event`]s;
 //! - [`switch_repair`] recovers switches the tracepoint did not report.
 
 pub mod perf_record;
 pub mod perf_ring;
+pub mod reader_thread;
 pub mod sched_events;
 pub mod switch_repair;
 pub mod tp_format;
