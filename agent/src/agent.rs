@@ -39,8 +39,12 @@ pub struct State {
     pub monitors: Monitors,
     /// Whether the live-phase start (VMInit, or attach) ran.
     pub live: AtomicBool,
-    /// Whether the end (VMDeath) was handled.
+    /// Whether the end (VMDeath, or stop) was handled.
     pub ended: AtomicBool,
+    /// Whether the collector's stop request was handled.
+    pub stopped: AtomicBool,
+    /// The JVMTI events enabled at start-up.
+    pub events: OnceLock<Vec<Event>>,
 }
 
 static AGENT: Agent = Agent {
@@ -92,6 +96,7 @@ impl Agent {
             meta::warning(format!("agent disabled: {e}"));
             return;
         }
+        crate::stop::watch(state, vm);
         if mode == LoadMode::Attach {
             match jni {
                 Some(jni) => crate::events::live_start(state, jni, None, Some(vm)),
@@ -159,6 +164,8 @@ fn start(jvmti: Jvmti, options: &str) -> Result<State, String> {
         monitors: Monitors::new(),
         live: AtomicBool::new(false),
         ended: AtomicBool::new(false),
+        stopped: AtomicBool::new(false),
+        events: OnceLock::new(),
     })
 }
 
@@ -229,14 +236,19 @@ fn enable(state: &State, mode: LoadMode) -> Result<(), String> {
     if monitors {
         events.extend([Event::MonitorContendedEnter, Event::MonitorContendedEntered]);
     }
+    let mut enabled = Vec::new();
     for event in events {
-        if let Err(e) = jvmti.set_event(event, true) {
-            if event == Event::ClassFileLoadHook {
-                methods = false;
+        match jvmti.set_event(event, true) {
+            Ok(()) => enabled.push(event),
+            Err(e) => {
+                if event == Event::ClassFileLoadHook {
+                    methods = false;
+                }
+                meta::warning(format!("cannot enable JVMTI event {event:?}: {e}"));
             }
-            meta::warning(format!("cannot enable JVMTI event {event:?}: {e}"));
         }
     }
+    let _ = state.events.set(enabled);
     if state.transformer.is_some() && !methods {
         meta::warning("method tracing off: the ClassFileLoadHook could not be enabled");
     }

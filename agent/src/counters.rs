@@ -45,6 +45,8 @@ pub static CLASSES_REFUSED: Counter = Counter::new("classes_refused");
 pub static CLASSES_BEFORE_PROBES: Counter = Counter::new("classes_before_probes");
 /// Already-loaded classes retransformed at VMInit or attach.
 pub static CLASSES_RETRANSFORMED: Counter = Counter::new("classes_retransformed");
+/// Classes given back their original bytes when recording stopped.
+pub static CLASSES_RESTORED: Counter = Counter::new("classes_restored");
 /// Classes that could not be retransformed.
 pub static RETRANSFORM_FAILURES: Counter = Counter::new("retransform_failures");
 /// Java threads named (`Meta::JavaThread` written).
@@ -56,8 +58,9 @@ pub static MONITOR_CLASSES: Counter = Counter::new("monitor_classes");
 /// Warnings written (including internal errors caught).
 pub static WARNINGS: Counter = Counter::new("warnings");
 
-static ALL: [&Counter; 10] = [
+static ALL: [&Counter; 11] = [
     &CLASSES_INSTRUMENTED,
+    &CLASSES_RESTORED,
     &METHODS_INSTRUMENTED,
     &CLASSES_REFUSED,
     &CLASSES_BEFORE_PROBES,

@@ -29,6 +29,9 @@ impl EventHandler for Agent {
 
     fn vm_death(&self, _jni: &Jni<'_>) {
         let Some(state) = self.state() else { return };
+        if state.stopped.load(Ordering::Acquire) {
+            return;
+        }
         buffers::record(clock::now(), records::VM_DEATH, 0);
         finish(state);
     }
@@ -132,7 +135,8 @@ fn instrument_loaded(state: &State, jni: &Jni<'_>) {
     }
 }
 
-/// The end (VMDeath): warnings for patterns that matched nothing, and the totals.
+/// The end (VMDeath, or the collector's stop request): warnings for patterns that
+/// matched nothing, and the totals.
 pub fn finish(state: &State) {
     if state.ended.swap(true, Ordering::AcqRel) {
         return;

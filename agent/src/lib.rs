@@ -11,9 +11,9 @@
 //!
 //! Modules, one concern each: `jvmti` (all JVM glue and its `unsafe`), `options`,
 //! `buffers` (per-thread rings), `clock`, `events` (what each JVMTI event does),
-//! `threads` (naming), `probe` (the hot-path natives), `transform` (ClassFileLoadHook and
-//! retransformation), `monitors`, `meta` and `counters` (the metadata log), `os`
-//! (system calls), `agent` (start-up and shared state).
+//! `threads` (naming), `probe` (the hot-path natives), `transform` (ClassFileLoadHook
+//! and retransformation), `stop` (the collector's stop request), `monitors`, `meta` and
+//! `counters` (the metadata log), `os` (system calls), `agent` (start-up and state).
 
 mod agent;
 mod buffers;
@@ -26,6 +26,7 @@ mod monitors;
 pub mod options;
 mod os;
 mod probe;
+mod stop;
 mod threads;
 mod transform;
 

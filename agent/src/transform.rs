@@ -15,7 +15,7 @@
 //! gives the JVM back the original classes (for a later detach).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use sonda_filter::{MethodFilter, MethodRef};
@@ -31,6 +31,8 @@ pub struct Transformer {
     filter: MethodFilter,
     hits: Vec<AtomicU64>,
     ids: Mutex<HashMap<MethodKey, MethodId>>,
+    /// Off once recording stopped: the hook then leaves every class as loaded.
+    enabled: AtomicBool,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -59,11 +61,15 @@ impl Transformer {
             filter,
             hits,
             ids: Mutex::new(HashMap::new()),
+            enabled: AtomicBool::new(true),
         }
     }
 
     /// The ClassFileLoadHook: new bytes for `load`, or `None` to leave it unchanged.
     pub fn class_file_load(&self, load: &ClassLoad<'_>) -> Option<Vec<u8>> {
+        if !self.enabled.load(Ordering::Acquire) {
+            return None;
+        }
         let name = match &load.name {
             Some(n) => n.clone(),
             None => class_name(load.bytes)?,
@@ -143,16 +149,41 @@ impl Transformer {
     /// Retransforms every loaded class the filter may match (after the probes are
     /// ready): classes loaded before VMInit, or before an attach.
     pub fn retransform_loaded(&self, jvmti: Jvmti, jni: &Jni<'_>) {
+        let Some(candidates) = self.loaded_candidates(jvmti, jni) else {
+            return;
+        };
+        counters::CLASSES_BEFORE_PROBES.add(candidates.len() as u64);
+        let done = retransform(jvmti, jni, candidates);
+        counters::CLASSES_RETRANSFORMED.add(done);
+    }
+
+    /// Gives the JVM back the original classes: the hook stops rewriting, and every
+    /// loaded class the filter may match is retransformed from its original bytes.
+    pub fn restore(&self, jvmti: Jvmti, jni: &Jni<'_>) {
+        self.enabled.store(false, Ordering::Release);
+        let Some(candidates) = self.loaded_candidates(jvmti, jni) else {
+            return;
+        };
+        let done = retransform(jvmti, jni, candidates);
+        counters::CLASSES_RESTORED.add(done);
+    }
+
+    /// The loaded, modifiable classes the filter may match.
+    fn loaded_candidates<'a>(
+        &self,
+        jvmti: Jvmti,
+        jni: &'a Jni<'_>,
+    ) -> Option<Vec<(Local<'a>, String)>> {
         let classes = match jvmti.loaded_classes(jni) {
             Ok(c) => c,
             Err(e) => {
                 meta::warning(format!(
-                    "cannot list loaded classes to instrument them: {e}"
+                    "cannot list loaded classes to retransform them: {e}"
                 ));
-                return;
+                return None;
             }
         };
-        let mut candidates: Vec<(Local<'_>, String)> = Vec::new();
+        let mut candidates = Vec::new();
         for class in classes {
             let name = jvmti
                 .is_modifiable_class(class)
@@ -166,28 +197,7 @@ impl Transformer {
                 _ => jni.delete_local(class),
             }
         }
-        counters::CLASSES_BEFORE_PROBES.add(candidates.len() as u64);
-        let refs: Vec<Local<'_>> = candidates.iter().map(|c| c.0).collect();
-        if jvmti.retransform_classes(&refs).is_ok() {
-            counters::CLASSES_RETRANSFORMED.add(refs.len() as u64);
-        } else {
-            // One bad class fails the whole batch: retry one by one to find it.
-            for (class, name) in &candidates {
-                match jvmti.retransform_classes(&[*class]) {
-                    Ok(()) => counters::CLASSES_RETRANSFORMED.incr(),
-                    Err(e) => {
-                        counters::RETRANSFORM_FAILURES.incr();
-                        meta::warning(format!(
-                            "class {} not retransformed: {e}",
-                            meta::dotted(name)
-                        ));
-                    }
-                }
-            }
-        }
-        for class in refs {
-            jni.delete_local(class);
-        }
+        Some(candidates)
     }
 
     /// Warnings for include patterns that selected no method (written at the end).
@@ -198,4 +208,31 @@ impl Transformer {
             }
         }
     }
+}
+
+/// Retransforms `classes` (then frees their references); returns how many succeeded.
+fn retransform(jvmti: Jvmti, jni: &Jni<'_>, classes: Vec<(Local<'_>, String)>) -> u64 {
+    let refs: Vec<Local<'_>> = classes.iter().map(|c| c.0).collect();
+    let mut done = 0;
+    if jvmti.retransform_classes(&refs).is_ok() {
+        done = refs.len() as u64;
+    } else {
+        // One bad class fails the whole batch: retry one by one to find it.
+        for (class, name) in &classes {
+            match jvmti.retransform_classes(&[*class]) {
+                Ok(()) => done += 1,
+                Err(e) => {
+                    counters::RETRANSFORM_FAILURES.incr();
+                    meta::warning(format!(
+                        "class {} not retransformed: {e}",
+                        meta::dotted(name)
+                    ));
+                }
+            }
+        }
+    }
+    for class in refs {
+        jni.delete_local(class);
+    }
+    done
 }

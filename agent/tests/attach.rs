@@ -1,6 +1,7 @@
 //! Dynamic attach (`Agent_OnAttach`, loaded by `jcmd <pid> JVMTI.agent_load`): threads
-//! alive before the agent are named with their kernel tids, and a method compiled
-//! before the attach is retransformed and traced from then on.
+//! alive before the agent are named with their kernel tids, a method compiled before the
+//! attach is retransformed and traced from then on, and the collector's stop request
+//! gives the original class back.
 
 mod common;
 
@@ -20,6 +21,7 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
         Clock::Monotonic,
     );
     let go = rec.dir.path().join("go");
+    let again = rec.dir.path().join("again");
     let n = 1000;
     let mut child = Command::new("java")
         .arg("-cp")
@@ -27,6 +29,7 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
         .arg("AttachTarget")
         .arg(&go)
         .arg(n.to_string())
+        .arg(&again)
         .stdout(Stdio::piped())
         .spawn()
         .expect("java runs");
@@ -73,6 +76,21 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     std::fs::write(&go, "").unwrap();
+    let phase1 = lines.next().expect("phase1 line").unwrap();
+    assert!(phase1.starts_with("phase1\t"), "{phase1}");
+    // Stop: the agent restores the class and writes its totals; later calls are not
+    // traced.
+    rec.region.request_stop();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !rec
+        .drain_metas()
+        .iter()
+        .any(|m| matches!(m, Meta::Counter { name, .. } if name == "agent.classes_restored"))
+    {
+        assert!(std::time::Instant::now() < deadline, "stop never handled");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::write(&again, "").unwrap();
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     let status = child.wait().unwrap();
     assert!(status.success());
@@ -109,5 +127,6 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
         .count();
     assert_eq!((enters, leaves), (n, n));
     assert_eq!(d.counter("agent.classes_retransformed"), Some(1));
+    assert_eq!(d.counter("agent.classes_restored"), Some(1));
     assert!(d.warnings().is_empty(), "{:?}", d.warnings());
 }

@@ -3,8 +3,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /** Runs without the agent until the test attaches it: prints "ready", waits for the
- *  file args[0], then calls work() args[1] times. Two sleeper threads are alive
- *  throughout; every thread prints its kernel tid. */
+ *  file args[0], then calls work() args[1] times and prints "phase1"; waits for the file
+ *  args[2] (after the test stopped the recording), calls work() as often again, and
+ *  prints "sum". Two sleeper threads are alive throughout; every thread prints its
+ *  kernel tid. */
 public class AttachTarget {
     static int work(int x) {
         return x * 3 + 1;
@@ -47,6 +49,15 @@ public class AttachTarget {
             Thread.sleep(10);
         }
         long sum = warm;
+        for (int i = 0; i < n; i++) {
+            sum += work(i);
+        }
+        System.out.println("phase1\t" + sum);
+        System.out.flush();
+        Path again = Path.of(args[2]);
+        while (!Files.exists(again)) {
+            Thread.sleep(10);
+        }
         for (int i = 0; i < n; i++) {
             sum += work(i);
         }
