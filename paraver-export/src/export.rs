@@ -79,7 +79,13 @@ pub(crate) fn export(
         .raw(header(date, planned_end, 0, &layout).as_bytes())
         .map_err(write_error(&prv))?;
 
-    let mut sink = Translate::new(&meta, origin, layout.cpus, opts.wakeups);
+    let mut sink = Translate::new(
+        &meta,
+        origin,
+        layout.threads.len(),
+        layout.cpus,
+        opts.wakeups,
+    );
     let mut pushed: u64 = 0;
     for record in feed.by_ref() {
         timeline.push(&record, &mut sink);

@@ -1,14 +1,19 @@
 //! Puts records in the order Paraver needs with bounded memory.
 //!
 //! Paraver wants records in ascending time, a state at its begin. The timeline delivers
-//! events at their own time (already in order) but a state only when it ends, and a
-//! wake edge only when it is received: both are late. So:
+//! events at their own time (already in order), a thread's states in order but each
+//! only when it ends (so late against other threads' records), and a wake edge when it
+//! is received (late, in any order). So:
 //!
 //! ```text
-//!   events ───────────────▶ in-order queue ─┐
-//!                                            ├─ merge, up to the watermark ─▶ .prv
-//!   states, communications ▶ min-heap ──────┘
+//!   events ─────────────────────────▶ in-order queue ───────┐
+//!   states ─▶ one queue per thread ─▶ merged by a small heap ├─ merge, up to the ─▶ .prv
+//!   communications ─────────────────▶ min-heap ──────────────┘  watermark
 //! ```
+//!
+//! The heap over threads holds one entry per thread with states waiting (its first
+//! state's begin), so each record costs a few comparisons in a heap that fits in cache,
+//! however many records wait.
 //!
 //! The watermark is the timeline's low water: nothing delivered later begins before it,
 //! so everything up to it can be written. A state that stays open long (a thread asleep
@@ -24,12 +29,13 @@ use std::io::{self, Write};
 
 use crate::records::{Line, PrvWriter};
 
-/// A late record in the heap, ordered by (time, row, arrival) for a deterministic file.
+/// A communication in its heap, ordered by (send time, sender, arrival) for a
+/// deterministic file.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Late {
     key: u64,
     obj: u32,
-    seq: u32,
+    seq: u64,
     line: Line,
 }
 
@@ -45,62 +51,124 @@ impl PartialOrd for Late {
     }
 }
 
+/// A per-thread queue that grew this large gives its memory back once empty.
+const SHRINK_ABOVE: usize = 4096;
+
 /// The reorder buffer.
-#[derive(Default)]
 pub(crate) struct Reorder {
-    ordered: VecDeque<Line>,
-    late: BinaryHeap<Reverse<Late>>,
-    seq: u32,
+    events: VecDeque<Line>,
+    states: Vec<VecDeque<Line>>,
+    /// (first state's begin, row) of every row with states waiting.
+    heads: BinaryHeap<Reverse<(u64, u32)>>,
+    comms: BinaryHeap<Reverse<Late>>,
+    seq: u64,
+    len: usize,
 }
 
 impl Reorder {
-    /// Queues a record delivered at its own time (no earlier than any queued before).
-    pub fn in_order(&mut self, line: Line) {
-        debug_assert!(self.ordered.back().is_none_or(|b| b.key() <= line.key()));
-        self.ordered.push_back(line);
+    /// A buffer for `rows` threads.
+    pub fn new(rows: usize) -> Reorder {
+        Reorder {
+            events: VecDeque::new(),
+            states: (0..rows).map(|_| VecDeque::new()).collect(),
+            heads: BinaryHeap::new(),
+            comms: BinaryHeap::new(),
+            seq: 0,
+            len: 0,
+        }
     }
 
-    /// Queues a record delivered after its time.
-    pub fn late(&mut self, line: Line) {
-        self.seq = self.seq.wrapping_add(1);
-        self.late.push(Reverse(Late {
+    /// Queues an event (no earlier than any event queued before).
+    pub fn event(&mut self, line: Line) {
+        debug_assert!(self.events.back().is_none_or(|b| b.key() <= line.key()));
+        self.events.push_back(line);
+        self.len += 1;
+    }
+
+    /// Queues a state (no earlier than the states of its thread queued before).
+    pub fn state(&mut self, line: Line) {
+        let row = line.obj();
+        let queue = &mut self.states[row as usize];
+        debug_assert!(queue.back().is_none_or(|b| b.key() <= line.key()));
+        if queue.is_empty() {
+            self.heads.push(Reverse((line.key(), row)));
+        }
+        queue.push_back(line);
+        self.len += 1;
+    }
+
+    /// Queues a communication (in any order).
+    pub fn comm(&mut self, line: Line) {
+        self.seq += 1;
+        self.comms.push(Reverse(Late {
             key: line.key(),
             obj: line.obj(),
             seq: self.seq,
             line,
         }));
+        self.len += 1;
     }
 
     /// Records waiting.
     pub fn len(&self) -> usize {
-        self.ordered.len() + self.late.len()
+        self.len
+    }
+
+    /// The earliest late record (state or communication): its key, and whether it is a
+    /// state.
+    fn first_late(&self) -> Option<(u64, bool)> {
+        let state = self.heads.peek().map(|h| h.0 .0);
+        let comm = self.comms.peek().map(|c| c.0.key);
+        match (state, comm) {
+            (Some(s), Some(c)) => Some(if s <= c { (s, true) } else { (c, false) }),
+            (Some(s), None) => Some((s, true)),
+            (None, Some(c)) => Some((c, false)),
+            (None, None) => None,
+        }
+    }
+
+    fn pop_state(&mut self) -> Line {
+        let Reverse((_, row)) = self.heads.pop().expect("a head was peeked");
+        let queue = &mut self.states[row as usize];
+        let line = queue.pop_front().expect("rows in the heap have states");
+        match queue.front() {
+            Some(next) => self.heads.push(Reverse((next.key(), row))),
+            None if queue.capacity() > SHRINK_ABOVE => queue.shrink_to(64),
+            None => {}
+        }
+        line
     }
 
     /// Writes every waiting record with time at most `watermark`, in time order (at
-    /// equal times, late records first: a state that begins at `t` before an event at `t`).
+    /// equal times, states and communications first: a state that begins at `t` before
+    /// an event at `t`).
     pub fn flush_upto<W: Write>(
         &mut self,
         watermark: u64,
         out: &mut PrvWriter<W>,
     ) -> io::Result<()> {
         loop {
-            let late = self
-                .late
-                .peek()
-                .map(|l| l.0.key)
-                .filter(|&k| k <= watermark);
-            let ordered = self
-                .ordered
-                .front()
-                .map(Line::key)
-                .filter(|&k| k <= watermark);
-            let line = match (late, ordered) {
-                (Some(l), Some(o)) if l <= o => self.late.pop().map(|l| l.0.line),
-                (Some(_), None) => self.late.pop().map(|l| l.0.line),
-                (_, Some(_)) => self.ordered.pop_front(),
-                (None, None) => return Ok(()),
+            let late = self.first_late().filter(|l| l.0 <= watermark);
+            // Events before the next late record go in one run: one comparison each.
+            let before = late.map_or(watermark.saturating_add(1), |l| l.0);
+            while let Some(e) = self.events.front() {
+                if e.key() >= before || e.key() > watermark {
+                    break;
+                }
+                let e = self.events.pop_front().expect("an event was peeked");
+                self.len -= 1;
+                out.line(&e)?;
+            }
+            let Some((_, is_state)) = late else {
+                return Ok(());
             };
-            out.line(&line.expect("peeked"))?;
+            let line = if is_state {
+                self.pop_state()
+            } else {
+                self.comms.pop().expect("peeked").0.line
+            };
+            self.len -= 1;
+            out.line(&line)?;
         }
     }
 }
@@ -144,21 +212,44 @@ mod tests {
             },
         ];
         let mut w = PrvWriter::new(Vec::new(), &places, 1);
-        let mut r = Reorder::default();
-        r.in_order(event(5, 0));
-        r.in_order(event(10, 1));
-        r.late(state(0, 10, 0));
-        r.late(state(10, 20, 1));
-        r.late(state(3, 12, 1));
-        r.in_order(event(15, 0));
+        let mut r = Reorder::new(2);
+        r.event(event(5, 0));
+        r.event(event(10, 1));
+        r.state(state(0, 10, 0));
+        r.state(state(3, 10, 1));
+        r.state(state(10, 20, 1));
+        r.comm(Line::Comm {
+            sent: 4,
+            received: 11,
+            from: 1,
+            to: 0,
+            from_cpu: 0,
+            to_cpu: 0,
+        });
+        r.state(state(10, 30, 0));
+        r.event(event(15, 0));
         r.flush_upto(10, &mut w).unwrap();
         assert_eq!(r.len(), 1);
         r.flush_upto(u64::MAX, &mut w).unwrap();
         assert_eq!(r.len(), 0);
         let text = String::from_utf8(w.finish().unwrap()).unwrap();
-        let keys: Vec<&str> = text.lines().map(|l| l.split(':').nth(5).unwrap()).collect();
-        assert_eq!(keys, vec!["0", "3", "5", "10", "10", "15"]);
-        // At time 10 the state (late) comes before the event.
-        assert!(text.lines().nth(3).unwrap().starts_with("1:"));
+        let keys: Vec<(&str, &str)> = text
+            .lines()
+            .map(|l| (&l[..1], l.split(':').nth(5).unwrap()))
+            .collect();
+        // At time 10 the states (late) come before the event.
+        assert_eq!(
+            keys,
+            vec![
+                ("1", "0"),
+                ("1", "3"),
+                ("3", "4"),
+                ("2", "5"),
+                ("1", "10"),
+                ("1", "10"),
+                ("2", "10"),
+                ("2", "15")
+            ]
+        );
     }
 }

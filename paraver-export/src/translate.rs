@@ -44,7 +44,7 @@ pub(crate) struct Translate {
 }
 
 impl Translate {
-    pub fn new(meta: &TraceMeta, origin: Time, cpus: u16, wakeups: bool) -> Translate {
+    pub fn new(meta: &TraceMeta, origin: Time, rows: usize, cpus: u16, wakeups: bool) -> Translate {
         let max_method = meta
             .methods
             .keys()
@@ -65,7 +65,7 @@ impl Translate {
             })
             .collect();
         Translate {
-            reorder: Reorder::default(),
+            reorder: Reorder::new(rows),
             origin: origin.0,
             cpus,
             wakeups,
@@ -101,7 +101,7 @@ impl Translate {
 
     fn event(&mut self, at: &At, ty: u32, value: i64) {
         let cpu = self.cpu(at.cpu);
-        self.reorder.in_order(Line::Event {
+        self.reorder.event(Line::Event {
             time: self.time(at.time),
             value,
             obj: at.thread.0,
@@ -245,7 +245,7 @@ impl Sink for Translate {
     fn interval(&mut self, iv: &Interval) {
         self.pieces += u64::from(self.cutting);
         let cpu = self.cpu(iv.cpu);
-        self.reorder.late(Line::State {
+        self.reorder.state(Line::State {
             begin: self.time(iv.begin),
             end: self.time(iv.end),
             obj: iv.thread.0,
@@ -303,7 +303,7 @@ impl Sink for Translate {
         };
         let from_cpu = self.cpu(Some(edge.waker_cpu));
         let to_cpu = self.cpu(edge.received.cpu);
-        self.reorder.late(Line::Comm {
+        self.reorder.comm(Line::Comm {
             sent: self.time(edge.sent),
             received: self.time(edge.received.time),
             from: from.0,

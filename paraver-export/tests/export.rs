@@ -288,10 +288,12 @@ fn a_small_reorder_window_splits_states_but_keeps_totals() {
     let dir = tempfile::tempdir().unwrap();
     let b = Busy {
         threads: 12,
+        idle: 2,
         cpus: 3,
         methods: 40,
         records: 60_000,
         seed: 7,
+        start_samples: false,
     };
     let trace = dir.path().join("busy.trace");
     b.write(&trace).unwrap();

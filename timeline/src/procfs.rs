@@ -12,6 +12,11 @@
 //! then ran; a thread seen asleep at the later sample waited, ran, then fell asleep.
 //! Before a thread's first sample, and after its last one, the sampled state holds
 //! (`R` counts as Running, since `/proc` does not separate running from runnable).
+//!
+//! The sampler writes a thread's sample only when it changed. So between a thread's
+//! sample and its next one, every sampling round but the last saw it unchanged: the
+//! earlier state holds until the round before the next sample, and only the span since
+//! that round is split as above.
 
 use sonda_trace::{Cpu, SwitchOut, Time};
 

@@ -24,8 +24,10 @@
 //!   its state is unknown. That record says what it was doing since the origin
 //!   ([`evidence`]): a switch-out means it was running there, a switch-in that it was
 //!   waiting for that CPU, a wakeup that it was asleep, a `NewTask` that it did not
-//!   exist yet; an agent event (tracepoint traces only) means it was running. A thread no
-//!   record ever names is presumed asleep for the whole trace (`ThreadStats::unseen`).
+//!   exist yet; an agent event (tracepoint traces only) means it was running; a `/proc`
+//!   sample gives its state (in a tracepoint trace too, where a sample taken when the
+//!   recording starts is exactly this evidence, and nothing more). A thread no record
+//!   ever names is presumed asleep for the whole trace (`ThreadStats::unseen`).
 //!   A caller that can look ahead (the Paraver exporter) may set the presumed state
 //!   beforehand with [`Sched::presume`], so that a state written out early
 //!   ([`Sched::cut`]) is already right.
@@ -83,7 +85,7 @@ pub fn evidence(event: &Event, tid: Tid, source: Source) -> Option<(ThreadState,
         Event::TaskExit { tid: t } if t == tid => (Running, None),
         Event::ProcSample {
             tid: t, cpu, state, ..
-        } if t == tid && source == Source::Procfs => {
+        } if t == tid => {
             let s = SwitchOut::from_proc_letter(state)?;
             (
                 Sample {
@@ -326,17 +328,22 @@ impl Sched {
     }
 
     /// A `/proc` sample (see the `procfs` module).
-    pub fn sample(&mut self, now: Sample, out: &mut impl Sink) {
+    /// `round_before` is the time of the sampling round before this one, if any: a
+    /// sampler that writes only samples that changed leaves the thread unchanged until
+    /// then.
+    pub fn sample(&mut self, now: Sample, round_before: Option<Time>, out: &mut impl Sink) {
         if self.life == Life::Ended {
             return;
         }
         let cpu = Some(now.cpu);
         if let Some(prev) = self.sample.replace(now) {
-            // Up to the previous sample (or to where the span was already written out)
-            // the open state holds; the span after it is split.
+            // Up to the previous sample (or to where the span was already written out),
+            // and on through the rounds that saw no change, the open state holds; the
+            // rest, since the last round, is split.
             let from = self.since.max(prev.time);
-            let mut t = from;
-            for (state, len) in split(from, &prev, &now) {
+            let window = round_before.map_or(from, |r| r.max(from)).min(now.time);
+            let mut t = window;
+            for (state, len) in split(window, &prev, &now) {
                 if len > 0 {
                     self.become_(t, state, cpu, out);
                     t = Time(t.0 + len);
@@ -543,10 +550,10 @@ mod tests {
             wait_ns: wait,
         };
         s.seed(Sleeping, Some(Cpu(1)));
-        s.sample(sample(100, b'S', 1000, 500), &mut out);
-        s.sample(sample(200, b'R', 1030, 510), &mut out);
-        s.sample(sample(300, b'S', 1050, 510), &mut out);
-        s.sample(sample(400, b'Z', 1050, 510), &mut out);
+        s.sample(sample(100, b'S', 1000, 500), None, &mut out);
+        s.sample(sample(200, b'R', 1030, 510), Some(Time(100)), &mut out);
+        s.sample(sample(300, b'S', 1050, 510), Some(Time(200)), &mut out);
+        s.sample(sample(400, b'Z', 1050, 510), Some(Time(300)), &mut out);
         s.finish(Time(500), &mut out);
         assert_eq!(
             out.0,
@@ -607,6 +614,10 @@ mod tests {
         };
         assert_eq!(
             evidence(&sample, tid, Source::Procfs),
+            Some((Uninterruptible, Some(Cpu(1))))
+        );
+        assert_eq!(
+            evidence(&sample, tid, Source::Tracepoints),
             Some((Uninterruptible, Some(Cpu(1))))
         );
         let born = Event::NewTask {

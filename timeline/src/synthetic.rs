@@ -514,6 +514,9 @@ pub fn showcase() -> TraceBuilder {
 pub struct Busy {
     /// Java threads (tids from 1001).
     pub threads: u32,
+    /// Threads named in the metadata that no record mentions (like a JVM's signal
+    /// dispatcher, asleep throughout), tids after the others.
+    pub idle: u32,
     /// CPUs.
     pub cpus: u16,
     /// Instrumented methods (ids from 1).
@@ -522,6 +525,9 @@ pub struct Busy {
     pub records: u64,
     /// Seed of the pseudo-random choices.
     pub seed: u64,
+    /// Whether the idle threads get a `/proc` sample when the recording starts (what
+    /// tells a reader their state without reading the whole trace).
+    pub start_samples: bool,
 }
 
 impl Busy {
@@ -556,6 +562,20 @@ impl Busy {
                 tid,
                 name: format!("worker-{i}"),
                 daemon: false,
+            });
+        }
+        for i in 0..self.idle {
+            let tid = Tid(1001 + tids.len() as u32 + i);
+            w.meta(&Meta::Thread {
+                pid,
+                tid,
+                comm: "java".into(),
+            });
+            w.meta(&Meta::JavaThread {
+                pid,
+                tid,
+                name: format!("idle-{i}"),
+                daemon: true,
             });
         }
         for id in 1..=self.methods.max(1) {
@@ -600,6 +620,19 @@ impl Busy {
             }
         }
         let mut w = Out { w, written: 0 };
+        if self.start_samples {
+            for i in 0..self.idle {
+                let tid = Tid(1001 + tids.len() as u32 + i);
+                let sample = ProcSample {
+                    tid,
+                    cpu: sonda_trace::Cpu(0),
+                    state: b'S',
+                    run_ns: 0,
+                    wait_ns: 0,
+                };
+                w.put(now, sample)?;
+            }
+        }
         let mut cpu_turn = 0u16;
         while w.written < self.records {
             let c = cpu_turn % cpus;

@@ -82,6 +82,8 @@ pub struct Timeline {
     gc: GcTracker,
     repairs: Repairs,
     unpresumed: usize,
+    /// The latest `/proc` sampling round (the time of its samples), and the one before.
+    rounds: (Option<Time>, Option<Time>),
 }
 
 /// The threads a record names: up to two.
@@ -125,6 +127,7 @@ impl Timeline {
             gc: GcTracker::default(),
             repairs: Repairs::default(),
             unpresumed,
+            rounds: (None, None),
         }
     }
 
@@ -333,12 +336,18 @@ impl Timeline {
                 run_ns,
                 wait_ns,
             } => {
-                if self.source != Source::Procfs {
-                    return;
+                // Every sample of a round has the round's time.
+                if self.rounds.0.is_none_or(|latest| time > latest) {
+                    self.rounds = (Some(time), self.rounds.0);
                 }
                 let Some(i) = self.seen(tid, event) else {
                     return;
                 };
+                // With tracepoints a sample is only evidence of an unseen thread's state
+                // (applied by `seen`); switches say the rest exactly.
+                if self.source != Source::Procfs {
+                    return;
+                }
                 let Some(state) = SwitchOut::from_proc_letter(state) else {
                     self.tracks[i].sched.stats.conflicts += 1;
                     return;
@@ -355,6 +364,7 @@ impl Timeline {
                         run_ns,
                         wait_ns,
                     },
+                    self.rounds.1,
                     out,
                 );
             }

@@ -127,3 +127,54 @@ fn samples_split_by_schedstat_differences() {
     );
     assert_eq!(s.switches, 0);
 }
+
+#[test]
+fn a_thread_unchanged_for_rounds_changed_only_since_the_last_one() {
+    // The sampler writes only samples that changed: thread 11 is written at 100 and 400
+    // only, so at the rounds of 200 and 300 (seen through thread 12) it was unchanged,
+    // asleep. Its activity lies after the round of 300.
+    let mut b = TraceBuilder::new(Source::Procfs, 1);
+    b.process(10, "app", Runtime::Native)
+        .thread(10, 11, "a")
+        .thread(10, 12, "b");
+    let sample = |tid, state: u8, run_ns, wait_ns| Event::ProcSample {
+        tid: Tid(tid),
+        cpu: Cpu(0),
+        state,
+        run_ns,
+        wait_ns,
+    };
+    b.at(100, sample(11, b'S', 0, 0))
+        .at(100, sample(12, b'R', 0, 0));
+    b.at(200, sample(12, b'R', 100, 0))
+        .at(300, sample(12, b'R', 200, 0));
+    b.at(400, sample(11, b'S', 30, 10))
+        .at(400, sample(12, b'R', 260, 40));
+    let mut tl = Timeline::new(START, Source::Procfs, [Tid(11), Tid(12)]);
+    let mut out = Intervals::default();
+    for r in b.records() {
+        tl.push(r, &mut out);
+    }
+    tl.finish(Time(START.0 + 400), &mut out);
+    let of = |tid| {
+        out.0
+            .iter()
+            .filter(|i| i.0 == tid)
+            .map(|i| (i.1, i.2, i.3))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        of(11),
+        vec![
+            (0, 300, Sleeping),
+            (300, 310, Runnable),
+            (310, 340, Running),
+            (340, 400, Sleeping)
+        ]
+    );
+    // Ran 60 and waited 40 since the round of 300; seen R, so it waited first.
+    assert_eq!(
+        of(12),
+        vec![(0, 300, Running), (300, 340, Runnable), (340, 400, Running)]
+    );
+}

@@ -429,3 +429,60 @@ fn low_water_follows_the_oldest_open_interval() {
     assert!(later.len() > 10);
     assert!(later.iter().all(|&b| b >= 270), "{later:?}");
 }
+
+#[test]
+fn a_proc_sample_in_a_tracepoint_trace_is_only_first_evidence() {
+    use sonda_trace::{Event, Record};
+    let at = |ns: u64, event| Record {
+        time: Time(START.0 + ns),
+        event,
+    };
+    let sample = |state| Event::ProcSample {
+        tid: Tid(7),
+        cpu: Cpu(1),
+        state,
+        run_ns: 0,
+        wait_ns: 0,
+    };
+    let records = [
+        at(10, sample(b'S')),
+        at(
+            50,
+            Event::Wakeup {
+                target: Cpu(0),
+                wakee: Tid(7),
+                new_task: false,
+            },
+        ),
+        at(
+            60,
+            Event::Switch {
+                cpu: Cpu(0),
+                prev: Tid(0),
+                prev_state: 0,
+                next: Tid(7),
+            },
+        ),
+        // Later samples change nothing: the switches are exact.
+        at(70, sample(b'D')),
+    ];
+    let mut tl = Timeline::new(START, Source::Tracepoints, [Tid(7)]);
+    tl.presume_from(&records[0]);
+    assert!(
+        tl.all_presumed(),
+        "a sample is enough to presume a thread's state"
+    );
+    let mut cap = Capture::default();
+    for r in &records {
+        tl.push(r, &mut cap);
+    }
+    tl.finish(Time(START.0 + 100), &mut cap);
+    assert_eq!(
+        cap.intervals[&7],
+        vec![
+            (0, 50, Sleeping, Some(1)),
+            (50, 60, Runnable, Some(0)),
+            (60, 100, Running, Some(0))
+        ]
+    );
+}
