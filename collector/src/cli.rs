@@ -21,6 +21,43 @@ pub enum Command {
     /// Run a command and record it until it exits: kernel scheduling of all its threads
     /// and child processes, and, in JVMs, the selected methods and JVM events.
     Record(RecordArgs),
+    /// Export a trace to Paraver: STEM.prv, STEM.pcf and STEM.row.
+    Paraver(ParaverArgs),
+    /// Print a trace's summary: threads' states, garbage collections, monitors, methods.
+    Report(ReportArgs),
+}
+
+/// `sonda paraver`.
+#[derive(Args, Debug)]
+pub struct ParaverArgs {
+    /// The trace to export.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+
+    /// Output files' path without extension (`out/app` writes `out/app.prv`, ...).
+    #[arg(short, long, value_name = "STEM")]
+    pub output: PathBuf,
+
+    /// Draw wakeups as communications from the waking thread to the woken one.
+    #[arg(long)]
+    pub wakeups: bool,
+
+    /// Most records held back to put them in Paraver's order; past it, long states are
+    /// written in pieces (bounds memory at about 32 bytes a record).
+    #[arg(long, value_name = "RECORDS")]
+    pub reorder_limit: Option<usize>,
+}
+
+/// `sonda report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The trace to summarise.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+
+    /// List at most this many methods (those with the most inclusive time).
+    #[arg(long, value_name = "N")]
+    pub methods: Option<usize>,
 }
 
 /// `sonda record`.
@@ -111,7 +148,9 @@ mod tests {
             "true",
         ])
         .unwrap();
-        let Command::Record(r) = cli.command;
+        let Command::Record(r) = cli.command else {
+            panic!()
+        };
         assert_eq!(r.output, PathBuf::from("t.sonda"));
         assert_eq!(r.methods, ["a.B"]);
         assert_eq!(
@@ -125,7 +164,9 @@ mod tests {
         // Options of the command are not sonda's.
         let cli =
             Cli::try_parse_from(["sonda", "record", "-o", "t", "--", "java", "-o", "x"]).unwrap();
-        let Command::Record(r) = cli.command;
+        let Command::Record(r) = cli.command else {
+            panic!()
+        };
         assert_eq!(r.command, [OsString::from("java"), "-o".into(), "x".into()]);
     }
 }

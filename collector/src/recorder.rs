@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use sonda_filter::MethodFilter;
 use sonda_shm::Clock;
 use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter};
 
@@ -57,8 +58,8 @@ pub struct Settings {
     pub argv: Vec<OsString>,
     /// The agent library, if found.
     pub agent_lib: Option<PathBuf>,
-    /// `--methods` patterns, validated.
-    pub methods: Vec<String>,
+    /// The validated `--methods` filter.
+    pub methods: MethodFilter,
     /// Bytes of kernel ring per CPU.
     pub kernel_ring: usize,
     /// Bytes of agent ring per thread.
@@ -271,7 +272,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     let agent = AgentSource::create(
         Path::new(SHM_DIR),
         &AgentSettings {
-            methods: s.methods.clone(),
+            method_lines: s.methods.to_config_lines(),
             slots: s.agent_slots,
             ring_len: s.agent_ring,
             meta_len: 16 << 20,

@@ -21,8 +21,8 @@ use sonda_trace::{Event, Meta, Pid, Tid};
 /// How the buffer file is sized and what agents are told.
 #[derive(Clone, Debug)]
 pub struct AgentSettings {
-    /// `--methods` patterns, in order.
-    pub methods: Vec<String>,
+    /// The `methods=` lines of the agent configuration (`sonda_filter` renders them).
+    pub method_lines: String,
     /// Per-thread slots (threads beyond these lose their events, counted).
     pub slots: u32,
     /// Bytes of ring per thread (a power of two).
@@ -70,14 +70,8 @@ pub struct AgentSource {
 }
 
 /// The configuration text agents read (`key=value` lines, see the architecture doc).
-pub fn config_text(methods: &[String]) -> String {
-    let mut text = String::from("mode=launch\n");
-    for m in methods {
-        text.push_str("methods=");
-        text.push_str(m);
-        text.push('\n');
-    }
-    text
+pub fn config_text(method_lines: &str) -> String {
+    format!("mode=launch\n{method_lines}")
 }
 
 impl AgentSource {
@@ -90,7 +84,12 @@ impl AgentSource {
             ring_len: settings.ring_len,
             meta_len: settings.meta_len,
         };
-        let region = Region::create(&path, geo, settings.clock, &config_text(&settings.methods))?;
+        let region = Region::create(
+            &path,
+            geo,
+            settings.clock,
+            &config_text(&settings.method_lines),
+        )?;
         Ok(AgentSource {
             region,
             path,
@@ -230,8 +229,9 @@ mod tests {
     use sonda_trace::codec::encode_meta;
 
     fn settings() -> AgentSettings {
+        let filter = sonda_filter::MethodFilter::parse(&["a.B::c", "!a.B::d"]).unwrap();
         AgentSettings {
-            methods: vec!["a.B::c".into(), "!a.B::d".into()],
+            method_lines: filter.to_config_lines(),
             slots: 4,
             ring_len: 256,
             meta_len: 1 << 16,
@@ -241,10 +241,11 @@ mod tests {
 
     #[test]
     fn config_lists_methods_in_order() {
-        assert_eq!(
-            config_text(&settings().methods),
-            "mode=launch\nmethods=a.B::c\nmethods=!a.B::d\n"
-        );
+        let text = config_text(&settings().method_lines);
+        assert_eq!(text, "mode=launch\nmethods=a.B::c\nmethods=!a.B::d\n");
+        // The agent reads the same filter back.
+        let back = sonda_filter::MethodFilter::from_config_lines(&text).unwrap();
+        assert_eq!(back.patterns(), ["a.B::c", "!a.B::d"]);
     }
 
     /// The drain against a real buffer file with a producer in this process.
@@ -254,7 +255,7 @@ mod tests {
         let mut src = AgentSource::create(dir.path(), &settings()).unwrap();
         assert_eq!(
             Region::open(src.path()).unwrap().config(),
-            config_text(&settings().methods)
+            config_text(&settings().method_lines)
         );
         let agent: &'static Region = Box::leak(Box::new(Region::open(src.path()).unwrap()));
         let me = std::process::id();

@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
+pub mod paraver;
 pub mod record;
+pub mod report;
 
 use crate::cli::Command;
 
@@ -8,5 +10,7 @@ use crate::cli::Command;
 pub fn run(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Record(args) => record::run(args),
+        Command::Paraver(args) => paraver::run(args),
+        Command::Report(args) => report::run(args),
     }
 }

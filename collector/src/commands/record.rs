@@ -5,6 +5,7 @@ use std::fs::File;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
+use sonda_filter::MethodFilter;
 
 use crate::cli::RecordArgs;
 use crate::launch::{self, AGENT_ENV, AGENT_LIB};
@@ -20,9 +21,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         bail!("no command to record: give it after `--`, as in `sonda record -o TRACE -- COMMAND [ARGS]...`");
     };
     let program = launch::resolve(argv0, std::env::var_os("PATH").as_deref())?;
-    // TODO(sonda-filter): validate with `sonda_filter::MethodFilter::parse(&args.methods)`
-    // once the crate has landed; until then patterns go to the agent unchecked.
-    let methods = args.methods.clone();
+    let methods = MethodFilter::parse(&args.methods)?;
     let exe = std::env::current_exe().ok();
     let agent_lib =
         launch::find_agent(std::env::var_os(AGENT_ENV), exe.as_deref()).map_err(|e| anyhow!(e))?;
