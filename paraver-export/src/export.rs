@@ -47,9 +47,10 @@ pub(crate) fn export(
         source,
     };
     let mut meta = TraceMeta::scan(trace).map_err(read_error)?;
-    if meta.threads.is_empty() {
-        return Err(ExportError::NoThreads {
+    if meta.threads.is_empty() || meta.records == 0 {
+        return Err(ExportError::Empty {
             path: trace.to_path_buf(),
+            damage: meta.damage.take(),
         });
     }
     let layout = Layout::new(&meta);
@@ -74,7 +75,7 @@ pub(crate) fn export(
     let places: Vec<_> = layout.threads.iter().map(|t| t.1).collect();
     let mut writer = PrvWriter::new(file, &places, layout.cpus);
     let date = opts.date.unwrap_or_else(SystemTime::now);
-    let planned_end = feed.end().since(origin);
+    let planned_end = paraver_end(&feed).since(origin);
     writer
         .raw(header(date, planned_end, 0, &layout).as_bytes())
         .map_err(write_error(&prv))?;
@@ -101,7 +102,7 @@ pub(crate) fn export(
             .map_err(write_error(&prv))?;
         }
     }
-    let end = feed.end();
+    let end = paraver_end(&feed);
     timeline.finish(end, &mut sink);
     sink.reorder
         .flush_upto(u64::MAX, &mut writer)
@@ -140,6 +141,12 @@ pub(crate) fn export(
         complete: meta.complete,
         damage: feed.into_damage().or(meta.damage.take()),
     })
+}
+
+/// Where the Paraver trace ends: the trace's end, but at least 1 ns after the origin,
+/// as every thread needs a state and a state is never empty.
+fn paraver_end(feed: &Feed) -> Time {
+    feed.end().max(Time(feed.origin().0 + 1))
 }
 
 /// Writes out what the reorder buffer may; when it holds more than `limit` records,

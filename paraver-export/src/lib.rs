@@ -135,10 +135,13 @@ pub enum ExportError {
         /// Why.
         source: ReadError,
     },
-    /// The trace names no thread: there is nothing to show.
-    NoThreads {
+    /// The trace holds no thread or no timed record: nothing was recorded.
+    Empty {
         /// The trace.
         path: PathBuf,
+        /// Where the trace stops being readable, if it was cut short or is damaged
+        /// (why it may hold nothing).
+        damage: Option<ReadError>,
     },
     /// An output file could not be written.
     Write {
@@ -153,12 +156,16 @@ impl fmt::Display for ExportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ExportError::Read { path, source } => write!(f, "{}: {source}", path.display()),
-            ExportError::NoThreads { path } => {
+            ExportError::Empty { path, damage } => {
                 write!(
                     f,
-                    "{}: the trace has no threads (nothing was recorded)",
+                    "{}: nothing to export: the trace holds no threads or no records",
                     path.display()
-                )
+                )?;
+                match damage {
+                    Some(d) => write!(f, " ({d})"),
+                    None => Ok(()),
+                }
             }
             ExportError::Write { path, source } => {
                 write!(f, "cannot write {}: {source}", path.display())
@@ -172,7 +179,7 @@ impl std::error::Error for ExportError {
         match self {
             ExportError::Read { source, .. } => Some(source),
             ExportError::Write { source, .. } => Some(source),
-            ExportError::NoThreads { .. } => None,
+            ExportError::Empty { damage, .. } => damage.as_ref().map(|d| d as _),
         }
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use sonda_timeline::names::one_line;
 use sonda_timeline::{
     At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, MonitorWait, Sink, UserValue,
     WakeEdge,
@@ -210,10 +211,6 @@ impl Translate {
             })
             .collect()
     }
-}
-
-fn one_line(s: &str) -> String {
-    sonda_timeline::names::one_line(s)
 }
 
 /// A native function's label: its address, and the mapped file with the offset in it

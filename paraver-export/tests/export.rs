@@ -418,9 +418,18 @@ fn bad_inputs_are_clear_errors() {
         .write(&empty)
         .unwrap();
     let err = export(&empty, &dir.path().join("e"), &opts()).unwrap_err();
-    assert!(matches!(err, ExportError::NoThreads { .. }));
+    assert!(matches!(err, ExportError::Empty { damage: None, .. }));
     assert!(err.to_string().contains("no threads"), "{err}");
     assert!(!dir.path().join("e.prv").exists());
+
+    // Threads but not one record: a recording killed at once.
+    let mut b = TraceBuilder::new(Source::Tracepoints, 2);
+    b.process(1, "p", sonda_trace::Runtime::Native)
+        .thread(1, 1, "p");
+    let silent = dir.path().join("silent.trace");
+    b.write(&silent).unwrap();
+    let err = export(&silent, &dir.path().join("s"), &opts()).unwrap_err();
+    assert!(matches!(err, ExportError::Empty { .. }), "{err}");
 
     let bogus = dir.path().join("bogus.trace");
     std::fs::write(&bogus, b"hello").unwrap();
@@ -439,6 +448,24 @@ fn bad_inputs_are_clear_errors() {
         .to_string();
     assert!(err.contains("/nonexistent-dir/x.prv"), "{err}");
     assert_eq!(err.lines().count(), 1);
+}
+
+#[test]
+fn a_trace_of_one_instant_still_covers_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = TraceBuilder::new(Source::Tracepoints, 1);
+    b.process(1, "p", sonda_trace::Runtime::Native)
+        .thread(1, 1, "p")
+        .thread(1, 2, "q");
+    b.at(
+        0,
+        sonda_trace::Event::VmInit {
+            pid: sonda_trace::Pid(1),
+        },
+    );
+    let (_, s) = exported(&b, dir.path(), "instant", &opts());
+    assert_eq!(s.end_ns, 1);
+    assert_eq!(s.states, 2);
 }
 
 #[test]

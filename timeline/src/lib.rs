@@ -13,8 +13,14 @@
 //! does no I/O and hands its output to a [`Sink`]. The Paraver exporter
 //! (`sonda-paraver`), the terminal [`report`] and the service-time model are sinks.
 //!
-//! Stable entry points for the `sonda` command: [`report::render`] here and
-//! `sonda_paraver::export`.
+//! Around it: [`Feed`] streams a trace file's records with the rules about where a
+//! trace begins and ends (and where a damaged one stops); [`names`] holds the one rule
+//! for naming methods and threads; [`synthetic`] writes traces for tests and
+//! benchmarks.
+//!
+//! Stable entry points for the `sonda` command: [`report::render`] (`sonda report`)
+//! here, and `sonda_paraver::export` (`sonda paraver`). Both return their figures as
+//! data, with the place a damaged trace stops, for the command to print and fail on.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

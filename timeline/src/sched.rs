@@ -29,8 +29,8 @@
 //!   recording starts is exactly this evidence, and nothing more). A thread no record
 //!   ever names is presumed asleep for the whole trace (`ThreadStats::unseen`).
 //!   A caller that can look ahead (the Paraver exporter) may set the presumed state
-//!   beforehand with [`Sched::presume`], so that a state written out early
-//!   ([`Sched::cut`]) is already right.
+//!   beforehand (`Timeline::presume_from`), so that a state written out early
+//!   (`Timeline::cut`) is already right.
 //! - Records that contradict the state (a switch-out of a thread that was not running:
 //!   kernel records were lost) are applied anyway and counted as conflicts.
 //! - `/proc` samples replace switches in traces without tracepoints: see

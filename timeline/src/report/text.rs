@@ -243,14 +243,19 @@ fn losses(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
         let value = s.counters.get(name).copied().unwrap_or(0);
         t.row(vec![name.into(), value.to_string(), what.into()]);
     }
+    t.write(out, 2)?;
+    let mut others = Table::headless(&[Align::Left, Align::Right]);
     for (name, value) in s
         .counters
         .iter()
         .filter(|(n, _)| !LOSS_COUNTERS.iter().any(|(l, _)| l == n))
     {
-        t.row(vec![name.clone(), value.to_string(), String::new()]);
+        others.row(vec![name.clone(), value.to_string()]);
     }
-    t.write(out, 2)?;
+    if !others.is_empty() {
+        writeln!(out, "\nOther counters")?;
+        others.write(out, 2)?;
+    }
     let r = &s.repairs;
     let repairs = [
         (

@@ -1,0 +1,23 @@
+//! Prints the report of a trace, as `sonda report` will:
+//! `cargo run --release -p sonda-timeline --example report -- TRACE`.
+use sonda_timeline::report::{render, ReportOptions};
+
+fn main() {
+    let Some(trace) = std::env::args().nth(1) else {
+        eprintln!("usage: report TRACE");
+        std::process::exit(2);
+    };
+    let mut out = std::io::stdout().lock();
+    match render(trace.as_ref(), &mut out, &ReportOptions::default()) {
+        Ok(summary) => {
+            if let Some(damage) = summary.damage {
+                eprintln!("report: {trace}: {damage}");
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("report: {e}");
+            std::process::exit(1);
+        }
+    }
+}
