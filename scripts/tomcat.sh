@@ -14,7 +14,7 @@
 #   4. exports the trace with `sonda paraver`, checks it with prvcheck, and compares the
 #      number of recorded StandardWrapperValve::invoke calls with the number of lines
 #      in Tomcat's access log (one per request), and the _jspService calls with the JSP
-#      requests in that log.
+#      requests in that log; `sonda report`'s count must agree with the export's.
 # Exit 0 when the counts match, 1 when they do not (or when anything fails).
 #
 # Environment:
@@ -164,13 +164,16 @@ http_get() {
 
 JVM_PID=
 RECORD_PID=
+WRK_PID=
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     local rc=$?
     set +e
-    local pid
-    for pid in $JVM_PID $RECORD_PID; do
-        if kill -0 "$pid" 2>/dev/null; then
-            say "cleaning up: stopping pid $pid"
+    local what pid
+    for what in "wrk:$WRK_PID" "Tomcat's JVM:$JVM_PID" "sonda record:$RECORD_PID"; do
+        pid="${what##*:}"
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            say "cleaning up: stopping ${what%:*} (pid $pid)"
             kill -TERM "$pid" 2>/dev/null
             for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
             kill -KILL "$pid" 2>/dev/null
@@ -238,8 +241,14 @@ wait_ready() {
 
 drive_load() {
     say "wrk: $THREADS threads, $CONNECTIONS connections, $DURATION s over cpu.jsp, sleep.jsp, mixed.jsp, index.html"
+    # In the background, so that a signal to this script runs the clean-up at once.
     wrk -t "$THREADS" -c "$CONNECTIONS" -d "${DURATION}s" -s "$FILES/load.lua" \
-        "http://127.0.0.1:$PORT/" >"$OUT/wrk.log" 2>&1 || die "wrk failed: $(cat "$OUT/wrk.log")"
+        "http://127.0.0.1:$PORT/" >"$OUT/wrk.log" 2>&1 &
+    WRK_PID=$!
+    local rc=0
+    wait "$WRK_PID" || rc=$?
+    WRK_PID=
+    [ "$rc" = 0 ] || die "wrk failed (exit $rc): $(cat "$OUT/wrk.log")"
     sed 's/^/    /' "$OUT/wrk.log" >&2
     WRK_RATE="$(awk '/^Requests\/sec:/ { print $2 }' "$OUT/wrk.log")"
     WRK_REQUESTS="$(awk '/ requests in / { print $1 }' "$OUT/wrk.log")"
@@ -287,13 +296,24 @@ method_ids() {
         }' "$OUT/tomcat.pcf"
 }
 
-# method_enters ID...: how many method-entry events (type 60000019, value = one of the
-# ids) the .prv holds. Event records are 2:cpu:appl:task:thread:time:type:value[:...].
+# method_enters IDS: how many method-entry events (type 60000019, value = one of the
+# whitespace-separated IDS) the .prv holds. Event records are 2:cpu:appl:task:thread:time:type:value[:...].
 method_enters() {
-    awk -F: -v type="$METHOD_EVENT" -v ids="$*" '
+    awk -F: -v type="$METHOD_EVENT" -v ids="$1" '
         BEGIN { n = split(ids, list, " "); for (i = 1; i <= n; i++) want[list[i]] = 1 }
         $1 == "2" { for (i = 7; i < NF; i += 2) if ($i == type && ($(i + 1) in want)) count++ }
         END { print count + 0 }' "$OUT/tomcat.prv"
+}
+
+# report_calls REGEX: the calls `sonda report` counts for the methods matching REGEX
+# (summed), from its "Instrumented methods" table; nothing when it lists none.
+report_calls() {
+    awk -v want="$1" '
+        /^Instrumented methods/ { table = 1; next }
+        table && /^[^[:space:]]/ { table = 0 }
+        table && !col { for (i = 1; i <= NF; i++) if ($i == "calls") col = i; next }
+        table && $1 ~ want { sum += $col; found = 1 }
+        END { if (found) print sum }' "$OUT/report.txt"
 }
 
 check_trace() {
@@ -311,10 +331,11 @@ check_trace() {
     jsp_ids="$(method_ids '(::|\.)_jspService')"
     [ -n "$wrapper_ids" ] || die "no StandardWrapperValve::invoke among the methods in $OUT/tomcat.pcf"
     [ -n "$jsp_ids" ] || die "no _jspService among the methods in $OUT/tomcat.pcf"
-    WRAPPER_CALLS="$(method_enters $wrapper_ids)"
+    WRAPPER_CALLS="$(method_enters "$wrapper_ids")"
     SERVLET_CALLS=0
-    [ -z "$servlet_ids" ] || SERVLET_CALLS="$(method_enters $servlet_ids)"
-    JSP_CALLS="$(method_enters $jsp_ids)"
+    [ -z "$servlet_ids" ] || SERVLET_CALLS="$(method_enters "$servlet_ids")"
+    JSP_CALLS="$(method_enters "$jsp_ids")"
+    REPORT_CALLS="$(report_calls 'StandardWrapperValve::invoke')"
 }
 
 # --- main ----------------------------------------------------------------------------
@@ -344,7 +365,9 @@ say "Tomcat logged $REQUESTS requests ($JSP_REQUESTS to JSPs, $NON_200 not 200 O
 # The access log is the truth the trace is checked against: it must hold at least every
 # request wrk saw answered (plus our 4 warm-up requests; requests wrk abandoned at the
 # end of its run are served and logged too).
-[ -n "$WRK_REQUESTS" ] && [ "$WRK_REQUESTS" -ge 100 ] || die "wrk completed only ${WRK_REQUESTS:-no} requests; see $OUT/wrk.log"
+if [ -z "$WRK_REQUESTS" ] || [ "$WRK_REQUESTS" -lt 100 ]; then
+    die "wrk completed only ${WRK_REQUESTS:-no} requests; see $OUT/wrk.log"
+fi
 [ "$REQUESTS" -ge $((WRK_REQUESTS + 4)) ] ||
     die "the access log has $REQUESTS lines, fewer than the $((WRK_REQUESTS + 4)) requests answered: is it flushed?"
 
@@ -354,12 +377,19 @@ if [ "$NO_SONDA" = 1 ]; then
 fi
 
 check_trace
-say "trace: $WRAPPER_CALLS StandardWrapperValve::invoke, $SERVLET_CALLS HttpServlet::service, $JSP_CALLS _jspService calls"
+say "trace: $WRAPPER_CALLS StandardWrapperValve::invoke (sonda report: ${REPORT_CALLS:-none}), $SERVLET_CALLS HttpServlet::service, $JSP_CALLS _jspService calls"
 status=0
 if [ "$WRAPPER_CALLS" = "$REQUESTS" ]; then
     say "OK: StandardWrapperValve::invoke calls ($WRAPPER_CALLS) = requests in the access log ($REQUESTS)"
 else
     say "MISMATCH: StandardWrapperValve::invoke calls recorded: $WRAPPER_CALLS, requests in the access log: $REQUESTS"
+    status=1
+fi
+# sonda report reads the trace through another path than the Paraver export.
+if [ -z "$REPORT_CALLS" ]; then
+    say "warning: sonda report lists no StandardWrapperValve::invoke calls (see $OUT/report.txt)"
+elif [ "$REPORT_CALLS" != "$WRAPPER_CALLS" ]; then
+    say "MISMATCH: sonda report counts $REPORT_CALLS StandardWrapperValve::invoke calls, the Paraver export $WRAPPER_CALLS"
     status=1
 fi
 if [ "$JSP_CALLS" = "$JSP_REQUESTS" ]; then
