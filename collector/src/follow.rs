@@ -110,7 +110,6 @@ impl<L: TaskLookup> Follow<L> {
     }
 
     /// Whether `tid` is followed now.
-    #[cfg(test)]
     pub fn is_followed(&self, tid: Tid) -> bool {
         self.threads.contains_key(&tid)
     }

@@ -14,6 +14,7 @@ mod merge;
 mod procfs;
 mod recorder;
 mod tsc;
+mod wake_audit;
 
 use clap::Parser;
 

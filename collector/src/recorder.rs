@@ -34,6 +34,7 @@ use crate::kernel::{KernelError, KernelSource, KernelStats};
 use crate::merge::Merger;
 use crate::procfs::ProcSampler;
 use crate::tsc::{self, Calibration};
+use crate::wake_audit::WakeAudit;
 use crate::{clock, host, launch};
 
 /// Cycle period with kernel tracepoints.
@@ -120,6 +121,7 @@ struct Recording<W: Write> {
     ready: Vec<Record>,
     metas: Vec<Meta>,
     tally: Tally,
+    wakes: WakeAudit,
 }
 
 impl<W: Write> Recording<W> {
@@ -183,6 +185,8 @@ impl<W: Write> Recording<W> {
                     self.writer.meta(&m);
                 }
                 self.tally.count(&r.event);
+                let follow = &self.follow;
+                self.wakes.see(&r.event, |t| follow.is_followed(t));
                 self.writer.record(&r)?;
             } else {
                 for m in self.metas.drain(..) {
@@ -219,6 +223,7 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.samples", s.samples));
             counters.push(c("kernel.undecodable", s.undecodable));
             counters.push(c("kernel.switches_recovered", s.repaired));
+            counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
         }
         if let Some(p) = &self.procfs {
             counters.push(c("procfs.events", self.tally.scheduler));
@@ -359,6 +364,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         ready: Vec::new(),
         metas: Vec::new(),
         tally: Tally::default(),
+        wakes: WakeAudit::default(),
     };
 
     let exit_code = match run(&mut rec, &mut command) {

@@ -29,6 +29,7 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
         threads = threads.display(),
         d = dir.path().display()
     );
+    let uncharged_before = uncharged_cpu_ns();
     let mut child = sonda()
         .args(["record", "-o"])
         .arg(&trace)
@@ -38,6 +39,9 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
     let sonda_pid = child.id();
     let status = child.wait().unwrap();
     assert!(status.success(), "sonda record failed: {status}");
+    // Time in interrupts or stolen while a thread ran is on-CPU time for the trace but
+    // not for schedstat; /proc/stat counts it in clock ticks, hence two ticks more.
+    let uncharged = uncharged_cpu_ns() - uncharged_before + 20_000_000;
     assert!(
         buffer_files_of(sonda_pid).is_empty(),
         "the agent buffer file was not removed"
@@ -102,10 +106,17 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
     let mut bad = 0;
     for o in &oracle {
         let t = got.get(&o.tid).copied().unwrap_or_default();
-        let ok = close_enough(t.run, o.run) && close_enough(t.wait, o.wait);
+        // The trace may count more running time than schedstat by the uncharged time,
+        // and less waiting time by what it could not place (wakeups not reported). The
+        // timeslices match, but for one that may start inside the thread's reading
+        // window, around the cut.
+        let ok = close_enough(t.run, o.run, uncharged, 0)
+            && close_enough(t.wait, o.wait, 0, t.wait_unknown)
+            && t.slices.abs_diff(o.slices) <= 1;
         bad += usize::from(!ok);
         report += &format!(
-            "{} tid {}: run trace {} / schedstat {} ns, wait trace {} / schedstat {} ns, slices {} / {}\n",
+            "{} tid {}: run trace {} / schedstat {} ns, wait trace {} / schedstat {} ns, \
+             slices {} / {}, unreported wakeups {} ({} ns unplaced)\n",
             if ok { "ok " } else { "BAD" },
             o.tid,
             t.run,
@@ -113,7 +124,9 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
             t.wait,
             o.wait,
             t.slices,
-            o.slices
+            o.slices,
+            t.unseen_wakeups,
+            t.wait_unknown
         );
         assert!(
             meta.threads.contains_key(&Tid(o.tid)),
@@ -121,7 +134,9 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
             o.tid
         );
     }
-    eprint!("{report}");
+    eprintln!(
+        "{report}uncharged CPU time (irq, softirq, steal) during the recording: {uncharged} ns"
+    );
     assert_eq!(
         bad, 0,
         "threads whose trace totals differ from schedstat:\n{report}"

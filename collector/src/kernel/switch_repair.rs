@@ -14,8 +14,15 @@
 //! stands for a switch the tracepoint missed, and becomes an [`Event::Switch`] from the
 //! task it names, at its time, with `prev_state` 0 (that task's state is unknown; it was
 //! not one of ours, or its own records would have been reported).
+//!
+//! perf names a task that already gave up its pid (an exiting thread, switched in again
+//! to finish dying) as -1: such a switch-in says nothing about which switch it stands
+//! for and is not used.
 
 use sonda_trace::{Cpu, Event, Record, Tid, Time};
+
+/// How perf names a task whose pid is gone.
+const UNNAMED: u32 = u32::MAX;
 
 /// One CPU's view.
 #[derive(Clone, Copy, Debug, Default)]
@@ -37,7 +44,11 @@ impl CpuSwitches {
     /// A switch-in record of `tid` (after `prev`) was read from this CPU's ring. Returns
     /// the switch to add when no tracepoint reported it.
     pub fn saw_switch_in(&mut self, cpu: u16, tid: u32, prev: u32, time: u64) -> Option<Record> {
-        if !std::mem::replace(&mut self.known, true) || self.expect_in.take() == Some(tid) {
+        let unnamed = tid == UNNAMED;
+        if !std::mem::replace(&mut self.known, true)
+            || self.expect_in.take() == Some(tid)
+            || unnamed
+        {
             self.expect_in = None;
             return None;
         }
@@ -75,6 +86,17 @@ mod tests {
         c.saw_switch(0);
         c.saw_switch(8);
         assert_eq!(c.saw_switch_in(0, 8, 0, 200), None);
+    }
+
+    #[test]
+    fn a_switch_in_of_a_task_without_pid_is_not_used() {
+        let mut c = CpuSwitches::default();
+        // 5 → 7 reported, 7 is exiting: perf names it -1 in its switch-in record.
+        c.saw_switch(7);
+        assert_eq!(c.saw_switch_in(0, UNNAMED, 5, 100), None);
+        // It does not make the next switch-in look unreported.
+        c.saw_switch(8);
+        assert_eq!(c.saw_switch_in(0, 8, 7, 200), None);
     }
 
     #[test]

@@ -74,7 +74,8 @@ enum State {
     Unknown,
     Running(u64),
     Runnable(u64),
-    Off,
+    /// Asleep since then, no wakeup seen yet.
+    Off(u64),
 }
 
 /// Totals of one thread.
@@ -88,12 +89,18 @@ pub struct Totals {
     pub io_blocks: u64,
     /// Switch-ins (schedstat's timeslices).
     pub slices: u64,
+    /// Switch-ins from sleep with no wakeup reported (see `kernel.unseen_wakeups`).
+    pub unseen_wakeups: u64,
+    /// The time asleep before those switch-ins: the runnable wait the trace cannot
+    /// place (it is somewhere in there).
+    pub wait_unknown: u64,
 }
 
 /// Recomputes run and runnable-wait totals per thread from `Switch` and `Wakeup` events,
 /// the way the kernel's schedstat counts them: running from switch-in to switch-out,
 /// waiting from a wakeup (or a switch-out while still runnable) to the next switch-in.
-/// A thread with a cut time stops being counted at that time.
+/// A thread with a cut time stops being counted at that time. A switch-in from sleep
+/// without a reported wakeup counts no wait, and its sleep goes to `wait_unknown`.
 pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Totals> {
     let mut state: HashMap<u32, State> = HashMap::new();
     let mut totals: HashMap<u32, Totals> = HashMap::new();
@@ -136,14 +143,19 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
                     let next_state = if out == SwitchOut::Runnable {
                         State::Runnable(now)
                     } else {
-                        State::Off
+                        State::Off(now)
                     };
                     state.insert(prev.0, next_state);
                 }
                 if live(*next) {
                     let t = totals.entry(next.0).or_default();
-                    if let Some(State::Runnable(since)) = state.get(&next.0) {
-                        t.wait += now - since;
+                    match state.get(&next.0) {
+                        Some(State::Runnable(since)) => t.wait += now - since,
+                        Some(State::Off(since)) => {
+                            t.unseen_wakeups += 1;
+                            t.wait_unknown += now - since;
+                        }
+                        _ => {}
                     }
                     t.slices += 1;
                     state.insert(next.0, State::Running(now));
@@ -151,7 +163,7 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
             }
             Event::Wakeup { wakee, .. } if live(*wakee) => {
                 let s = state.entry(wakee.0).or_insert(State::Unknown);
-                if matches!(s, State::Off | State::Unknown) {
+                if matches!(s, State::Off(_) | State::Unknown) {
                     *s = State::Runnable(now);
                 }
             }
@@ -196,10 +208,34 @@ pub fn read_oracle(path: &Path) -> Vec<Oracle> {
         .collect()
 }
 
-/// Whether `got` is within 1% or 1 ms (whichever is larger) of `want`.
-pub fn close_enough(got: u64, want: u64) -> bool {
+/// Whether `got` is within 1% or 1 ms (whichever is larger) of `want`, or further off
+/// only in the direction `got > want` by at most `over`, or `got < want` by at most
+/// `under`: the amounts by which the trace may rightly differ from schedstat.
+pub fn close_enough(got: u64, want: u64, over: u64, under: u64) -> bool {
     let tolerance = (want / 100).max(1_000_000);
-    got.abs_diff(want) <= tolerance
+    if got >= want {
+        got - want <= tolerance + over
+    } else {
+        want - got <= tolerance + under
+    }
+}
+
+/// CPU time the kernel does not charge to the task that was running: interrupts,
+/// soft interrupts and time stolen by the hypervisor, summed over all CPUs, in ns
+/// (from /proc/stat, in clock ticks).
+pub fn uncharged_cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let cpu = stat.lines().next().unwrap_or_default();
+    let ticks: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let uncharged = ticks.get(5..8).map(|v| v.iter().sum()).unwrap_or(0u64);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    uncharged * 1_000_000_000 / hz
 }
 
 /// Buffer files of collector `pid` left in /dev/shm.
