@@ -1,6 +1,15 @@
 //! The `sonda` command. Thin: parses the command line, runs the subcommand, and turns
 //! any error into one line `sonda: <what>` with a non-zero exit code.
 
+/// Writes one line to stderr, ignoring failure (a closed stderr must not make sonda
+/// panic: the recording and the command's exit status matter more).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod agent;
 mod child;
 mod cli;
@@ -42,14 +51,14 @@ fn main() {
                     },
                 );
             }
-            eprintln!("sonda: {}", one_line(&e.render().to_string()));
+            say!("sonda: {}", one_line(&e.render().to_string()));
             std::process::exit(USAGE);
         }
     };
     let code = match commands::run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sonda: {}", one_line(&format!("{e:#}")));
+            say!("sonda: {}", one_line(&format!("{e:#}")));
             FAILURE
         }
     };

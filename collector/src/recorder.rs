@@ -257,13 +257,13 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     let kernel = match KernelSource::open(&cpus, s.kernel_ring) {
         Ok(k) => Some(k),
         Err(KernelError::Permission(_)) => {
-            eprintln!(
+            say!(
                 "sonda: no permission for kernel tracepoints (run as root or grant CAP_PERFMON); sampling /proc every 10 ms instead"
             );
             None
         }
         Err(KernelError::Other(why)) => {
-            eprintln!(
+            say!(
                 "sonda: cannot use kernel tracepoints ({why}); sampling /proc every 10 ms instead"
             );
             None
@@ -371,7 +371,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         Ok(code) => code,
         Err(e) => {
             // The command must not suffer from a failed recording: let it finish.
-            eprintln!("sonda: recording failed: {e:#}; waiting for the command to exit");
+            say!("sonda: recording failed: {e:#}; waiting for the command to exit");
             rec.kernel = None;
             let _ = command.wait();
             let _ = rec.agent.remove();
@@ -397,7 +397,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     } else {
         format!("{} kernel events ({lost} lost)", tally.scheduler)
     };
-    eprintln!(
+    say!(
         "sonda: recorded {thread_source}, {} JVM events ({dropped} dropped) in {:.1} s, collector CPU {:.2} s; {out_path} ({})",
         tally.agent,
         elapsed.as_secs_f64(),

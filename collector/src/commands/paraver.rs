@@ -13,7 +13,7 @@ pub fn run(args: ParaverArgs) -> anyhow::Result<i32> {
         opts.reorder_limit = limit;
     }
     let s = export(&args.trace, &args.output, &opts)?;
-    eprintln!(
+    say!(
         "sonda: wrote {}, {}, {}: {} threads in {} processes, {} states, {} events, {} communications, {:.3} s",
         s.prv.display(),
         s.pcf.display(),
@@ -26,9 +26,7 @@ pub fn run(args: ParaverArgs) -> anyhow::Result<i32> {
         s.end_ns as f64 / 1e9
     );
     if !s.complete && s.damage.is_none() {
-        eprintln!(
-            "sonda: note: the recording did not finish (sonda was killed): the trace ends early"
-        );
+        say!("sonda: note: the recording did not finish (sonda was killed): the trace ends early");
     }
     if let Some(damage) = s.damage {
         bail!(

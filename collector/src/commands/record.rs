@@ -35,7 +35,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
             bail!("agent library {AGENT_LIB} not found in {place} (build it with `cargo build -p sonda-agent`, or set {AGENT_ENV})");
         }
         if !methods.is_empty() {
-            eprintln!("sonda: agent library {AGENT_LIB} not found in {place}: JVMs started by the command run without it");
+            say!("sonda: agent library {AGENT_LIB} not found in {place}: JVMs started by the command run without it");
         }
     }
     let kernel_ring = usize::try_from(args.buffer_size).context("--buffer-size too large")?;
