@@ -12,7 +12,8 @@ import java.util.List;
  * More runnable threads than CPUs (CPU burners), sleepers, threads doing synchronous file
  * I/O (D state), contention on one monitor, and explicit GCs. Every thread, as the last
  * thing it does, reads its own /proc/thread-self/schedstat and prints
- * "SCHEDSTAT <name> <tid> <run_ns> <wait_ns>" so a test can compare with the trace.
+ * "SCHEDSTAT <name> <tid> <run_ns> <wait_ns> <nanoTime of the read>" so a test can compare
+ * with the trace up to that instant.
  *
  * usage: SchedMix DIR [SECONDS]
  */
@@ -34,12 +35,24 @@ public class SchedMix {
         sink += x;
     }
 
+    /** "tid run_ns wait_ns when_ns": when_ns is System.nanoTime() (CLOCK_MONOTONIC, the
+     * trace's clock) halfway through the read, so a test can cut the trace there. */
     static String schedstat() throws IOException {
         String stat = Files.readString(Path.of("/proc/thread-self/stat"), StandardCharsets.US_ASCII);
         String tid = stat.substring(0, stat.indexOf(' '));
+        // A running thread's CPU time in schedstat is only brought up to date at the
+        // scheduler's next accounting point (a tick, up to 4 ms away): sleeping first
+        // makes the kernel account it, so the read is exact up to the last wakeup.
+        try {
+            Thread.sleep(1);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        long before = System.nanoTime();
         String s = Files.readString(Path.of("/proc/thread-self/schedstat"), StandardCharsets.US_ASCII).trim();
+        long after = System.nanoTime();
         String[] f = s.split(" ");
-        return tid + " " + f[0] + " " + f[1];
+        return tid + " " + f[0] + " " + f[1] + " " + (before + (after - before) / 2);
     }
 
     static void report() {

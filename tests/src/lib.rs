@@ -12,17 +12,24 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 pub mod paraver;
+pub mod pcf;
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// The cargo profile directory the test binary was built into (`target/release`).
 pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // target/<profile>/deps/<test binary>
-    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
 }
 
 fn built(name: &str) -> PathBuf {
@@ -76,7 +83,9 @@ pub fn tracepoints_available() -> bool {
     }
     let id = Path::new("/sys/kernel/tracing/events/sched/sched_switch/id");
     if !id.exists() && Path::new("/sys/kernel/tracing").exists() {
-        let _ = Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]).status();
+        let _ = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status();
     }
     id.exists()
 }
@@ -92,7 +101,12 @@ pub fn java_classes(name: &str) -> PathBuf {
     let out = std::env::temp_dir().join(format!("sonda-java-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&out).unwrap();
     let src = repo_root().join("tests/java").join(format!("{name}.java"));
-    let status = Command::new("javac").arg("-d").arg(&out).arg(&src).status().expect("javac runs");
+    let status = Command::new("javac")
+        .arg("-d")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("javac runs");
     assert!(status.success(), "javac failed on {}", src.display());
     dirs.insert(name.to_string(), out.clone());
     out
@@ -100,9 +114,15 @@ pub fn java_classes(name: &str) -> PathBuf {
 
 /// Runs a command to completion, capturing its output.
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if std::env::var_os("SONDA_TEST_VERBOSE").is_some() {
-        eprintln!("{cmd:?}\n--- stdout\n{}--- stderr\n{}", text(&out.stdout), text(&out.stderr));
+        eprintln!(
+            "{cmd:?}\n--- stdout\n{}--- stderr\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
     }
     out
 }
@@ -140,9 +160,15 @@ pub fn prvcheck(prv: &Path) {
 /// Asserts that a command failed with one clear line on stderr and no panic.
 pub fn assert_clean_error(out: &Output, expect: &str) {
     let err = text(&out.stderr);
-    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
     assert!(!err.contains("panicked"), "panic on bad input: {err}");
-    assert!(err.contains(expect), "stderr should mention {expect:?}: {err}");
+    assert!(
+        err.contains(expect),
+        "stderr should mention {expect:?}: {err}"
+    );
     let lines: Vec<_> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one error line, got: {err}");
 }

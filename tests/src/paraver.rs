@@ -15,6 +15,8 @@ pub struct Prv {
     pub keys: Vec<(u32, u32, u32)>,
     /// Total ns per (thread index, state).
     pub state_ns: BTreeMap<(usize, u32), u64>,
+    /// Every state record: (thread index, begin, end, state).
+    pub states: Vec<(usize, u64, u64, u32)>,
     /// Events: (thread index, time, type, value).
     pub events: Vec<(usize, u64, u64, i64)>,
     /// Communications: (sender index, send time, receiver index, receive time).
@@ -29,13 +31,15 @@ impl Prv {
         let mut lines = prv.lines();
         let header = lines.next().expect("header");
         let mut p = Prv::default();
-        let after = header.split("):").nth(1).expect("header time");
+        let after = header.split_once("):").expect("header time").1;
         p.end = after.split('_').next().unwrap().parse().expect("end time");
         // Applications: after "NODES:NAPPL:" come "NTASKS(NTHREADS:NODE,...)" groups.
         let rest = after.splitn(3, ':').nth(2).expect("applications");
         let mut appl = 0;
         for group in rest.split(')') {
-            let Some((_, inside)) = group.split_once('(') else { continue };
+            let Some((_, inside)) = group.split_once('(') else {
+                continue;
+            };
             appl += 1;
             for (task, t) in inside.split(',').enumerate() {
                 let nthreads: u32 = t.split(':').next().unwrap().parse().unwrap();
@@ -52,7 +56,8 @@ impl Prv {
             }
         }
         assert_eq!(p.names.len(), p.keys.len(), ".row names vs header threads");
-        let index: BTreeMap<(u32, u32, u32), usize> = p.keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+        let index: BTreeMap<(u32, u32, u32), usize> =
+            p.keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
         let key = |f: &[u64], at: usize| index[&(f[at] as u32, f[at + 1] as u32, f[at + 2] as u32)];
         for l in lines {
             if l.starts_with('#') || l.is_empty() {
@@ -61,7 +66,11 @@ impl Prv {
             let f: Vec<i64> = l.split(':').map(|x| x.parse().unwrap()).collect();
             let u: Vec<u64> = f.iter().map(|&x| x as u64).collect();
             match f[0] {
-                1 => *p.state_ns.entry((key(&u, 2), u[7] as u32)).or_default() += u[6] - u[5],
+                1 => {
+                    let t = key(&u, 2);
+                    *p.state_ns.entry((t, u[7] as u32)).or_default() += u[6] - u[5];
+                    p.states.push((t, u[5], u[6], u[7] as u32));
+                }
                 2 => {
                     let t = key(&u, 2);
                     for pair in f[6..].chunks(2) {
@@ -78,6 +87,21 @@ impl Prv {
     /// Index of the thread named `name`.
     pub fn thread(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)
+    }
+
+    /// Total ns thread `t` spent in `state` before time `until`.
+    pub fn state_total_until(&self, t: usize, state: u32, until: u64) -> u64 {
+        self.states
+            .iter()
+            .filter(|s| s.0 == t && s.3 == state && s.1 < until)
+            .map(|s| s.2.min(until) - s.1)
+            .sum()
+    }
+
+    /// Index of the thread whose `.row` label names thread id `tid` ("name (tid)").
+    pub fn thread_by_tid(&self, tid: u32) -> Option<usize> {
+        let suffix = format!("({tid})");
+        self.names.iter().position(|n| n.ends_with(&suffix))
     }
 
     /// Total ns thread `t` spent in `state`.

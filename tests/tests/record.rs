@@ -19,6 +19,8 @@ struct SchedStat {
     tid: u32,
     run: u64,
     wait: u64,
+    /// CLOCK_MONOTONIC ns when the thread read it.
+    when: u64,
 }
 
 fn schedstat_lines(stdout: &str) -> BTreeMap<String, SchedStat> {
@@ -27,7 +29,15 @@ fn schedstat_lines(stdout: &str) -> BTreeMap<String, SchedStat> {
         .filter_map(|l| l.strip_prefix("SCHEDSTAT "))
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            (f[0].to_string(), SchedStat { tid: f[1].parse().unwrap(), run: f[2].parse().unwrap(), wait: f[3].parse().unwrap() })
+            (
+                f[0].to_string(),
+                SchedStat {
+                    tid: f[1].parse().unwrap(),
+                    run: f[2].parse().unwrap(),
+                    wait: f[3].parse().unwrap(),
+                    when: f[4].parse().unwrap(),
+                },
+            )
         })
         .collect()
 }
@@ -57,26 +67,48 @@ fn thread_states_agree_with_the_kernels_schedstat() {
         .arg(dir.path())
         .arg("3"));
     let stdout = text(&out.stdout);
-    assert!(out.status.success(), "sonda record failed: {}", text(&out.stderr));
-    assert!(stdout.contains("DONE 8 threads"), "workload output: {stdout}");
+    assert!(
+        out.status.success(),
+        "sonda record failed: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("DONE 8 threads"),
+        "workload output: {stdout}"
+    );
     let truth = schedstat_lines(&stdout);
-    assert_eq!(truth.len(), 9, "every thread reports its schedstat: {stdout}");
+    assert_eq!(
+        truth.len(),
+        9,
+        "every thread reports its schedstat: {stdout}"
+    );
 
     let stem = dir.path().join("mix");
-    let out = run(Command::new(sonda()).arg("paraver").arg(&trace).arg("-o").arg(&stem));
-    assert!(out.status.success(), "sonda paraver failed: {}", text(&out.stderr));
+    let out = run(Command::new(sonda())
+        .arg("paraver")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&stem));
+    assert!(
+        out.status.success(),
+        "sonda paraver failed: {}",
+        text(&out.stderr)
+    );
     prvcheck(&stem.with_extension("prv"));
     let prv = Prv::load(&stem);
+    // Paraver times count from the trace's origin; the workload's from boot.
+    let origin = sonda_trace::TraceMeta::scan(&trace).unwrap().origin().0;
 
     let mut failures = Vec::new();
     for (name, s) in &truth {
-        let t = prv
-            .names
-            .iter()
-            .position(|n| n == name || n.starts_with(&format!("{name} ")) || n.contains(&format!("{}", s.tid)) && n.contains(name.as_str()))
-            .unwrap_or_else(|| panic!("thread {name} ({}) not in the .row: {:?}", s.tid, prv.names));
-        let run_ns = prv.state_total(t, RUNNING);
-        let wait_ns = prv.state_total(t, WAITING_CPU);
+        // By tid: the main thread is renamed DestroyJavaVM when main() returns.
+        let t = prv.thread_by_tid(s.tid).unwrap_or_else(|| {
+            panic!("thread {name} ({}) not in the .row: {:?}", s.tid, prv.names)
+        });
+        // Compare up to the instant the thread read its schedstat, at the end of its life.
+        let until = s.when - origin;
+        let run_ns = prv.state_total_until(t, RUNNING, until);
+        let wait_ns = prv.state_total_until(t, WAITING_CPU, until);
         eprintln!(
             "{name:>14} tid {:>7}: running {:>11} vs schedstat {:>11} ({:+.3}%), waiting {:>11} vs {:>11} ({:+.3}%)",
             s.tid,
@@ -88,40 +120,85 @@ fn thread_states_agree_with_the_kernels_schedstat() {
             (wait_ns as f64 - s.wait as f64) * 100.0 / s.wait.max(1) as f64
         );
         if !within(run_ns, s.run) {
-            failures.push(format!("{name}: running {run_ns} ns in the trace, {} ns in schedstat", s.run));
+            failures.push(format!(
+                "{name}: running {run_ns} ns in the trace, {} ns in schedstat",
+                s.run
+            ));
         }
         if !within(wait_ns, s.wait) {
-            failures.push(format!("{name}: waiting for a CPU {wait_ns} ns in the trace, {} ns in schedstat", s.wait));
+            failures.push(format!(
+                "{name}: waiting for a CPU {wait_ns} ns in the trace, {} ns in schedstat",
+                s.wait
+            ));
         }
     }
-    assert!(failures.is_empty(), "trace disagrees with the kernel:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "trace disagrees with the kernel:\n{}",
+        failures.join("\n")
+    );
     // The CPU burners outnumber the CPUs: they must have waited.
     assert!(truth["cpu-burner-0"].wait > 10_000_000);
 
     // GC and monitor contention appear in the Paraver trace...
-    assert!(prv.events.iter().any(|e| e.2 == GC_TYPE && e.3 == 1), "no GC event in the .prv");
-    assert!(prv.events.iter().any(|e| e.2 == MONITOR_TYPE && e.3 != 0), "no monitor contention in the .prv");
+    assert!(
+        prv.events.iter().any(|e| e.2 == GC_TYPE && e.3 == 1),
+        "no GC event in the .prv"
+    );
+    assert!(
+        prv.events.iter().any(|e| e.2 == MONITOR_TYPE && e.3 != 0),
+        "no monitor contention in the .prv"
+    );
     let pcf = std::fs::read_to_string(stem.with_extension("pcf")).unwrap();
-    assert!(pcf.contains("SchedMix$ContendedLock"), "monitor class not labelled in the .pcf");
+    assert!(
+        pcf.contains("SchedMix$ContendedLock"),
+        "monitor class not labelled in the .pcf"
+    );
     // ... and in the report.
     let out = run(Command::new(sonda()).arg("report").arg(&trace));
-    assert!(out.status.success(), "sonda report failed: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "sonda report failed: {}",
+        text(&out.stderr)
+    );
     let report = text(&out.stdout);
     for name in truth.keys() {
-        assert!(report.contains(name.as_str()), "report lacks thread {name}:\n{report}");
+        assert!(
+            report.contains(name.as_str()),
+            "report lacks thread {name}:\n{report}"
+        );
     }
-    assert!(report.contains("SchedMix$ContendedLock"), "report lacks the monitor class:\n{report}");
-    assert!(report.to_lowercase().contains("gc"), "report lacks GC:\n{report}");
+    assert!(
+        report.contains("SchedMix$ContendedLock"),
+        "report lacks the monitor class:\n{report}"
+    );
+    assert!(
+        report.to_lowercase().contains("gc"),
+        "report lacks GC:\n{report}"
+    );
 }
 
 #[test]
 fn the_exit_status_is_the_childs() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.trace");
-    let out = run(Command::new(sonda()).arg("record").arg("-o").arg(&trace).args(["--", "sh", "-c", "exit 3"]));
+    let out = run(Command::new(sonda())
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(["--", "sh", "-c", "exit 3"]));
     assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));
-    let out = run(Command::new(sonda()).arg("record").arg("-o").arg(&trace).args(["--", "sh", "-c", "kill -TERM $$"]));
-    assert_eq!(out.status.code(), Some(128 + 15), "stderr: {}", text(&out.stderr));
+    let out = run(Command::new(sonda())
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(["--", "sh", "-c", "kill -TERM $$"]));
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 15),
+        "stderr: {}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -132,7 +209,7 @@ fn a_killed_collector_leaves_the_jvm_running_and_a_readable_trace() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("killed.trace");
     let classes = java_classes("SchedMix");
-    let mut child = Command::new(sonda())
+    let child = Command::new(sonda())
         .arg("record")
         .arg("-o")
         .arg(&trace)
@@ -154,15 +231,41 @@ fn a_killed_collector_leaves_the_jvm_running_and_a_readable_trace() {
     // The JVM shares the stdout pipe: reading to the end waits for the JVM too.
     let output = child.wait_with_output().unwrap();
     let stdout = text(&output.stdout);
-    assert!(stdout.contains("DONE 8 threads"), "the JVM did not run to completion after the collector died: {stdout}");
-    assert!(started.elapsed() > Duration::from_millis(500), "the JVM ended with the collector");
+    assert!(
+        stdout.contains("DONE 8 threads"),
+        "the JVM did not run to completion after the collector died: {stdout}"
+    );
+    assert!(
+        started.elapsed() > Duration::from_millis(500),
+        "the JVM ended with the collector"
+    );
 
     let stem = dir.path().join("killed");
-    let out = run(Command::new(sonda()).arg("paraver").arg(&trace).arg("-o").arg(&stem));
-    assert!(!text(&out.stderr).contains("panicked"), "{}", text(&out.stderr));
-    assert!(stem.with_extension("prv").exists(), "no Paraver trace from the partial recording: {}", text(&out.stderr));
+    let out = run(Command::new(sonda())
+        .arg("paraver")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&stem));
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stem.with_extension("prv").exists(),
+        "no Paraver trace from the partial recording: {}",
+        text(&out.stderr)
+    );
     prvcheck(&stem.with_extension("prv"));
     let prv = Prv::load(&stem);
-    assert!(prv.names.iter().any(|n| n.contains("cpu-burner-0")), "threads of the partial trace: {:?}", prv.names);
-    assert!(prv.end > 1_000_000_000, "the partial trace covers {} ns", prv.end);
+    assert!(
+        prv.names.iter().any(|n| n.contains("cpu-burner-0")),
+        "threads of the partial trace: {:?}",
+        prv.names
+    );
+    assert!(
+        prv.end > 1_000_000_000,
+        "the partial trace covers {} ns",
+        prv.end
+    );
 }
