@@ -141,7 +141,8 @@ impl<W: Write> Recording<W> {
     fn cycle(&mut self, end: bool) -> io::Result<()> {
         let now = clock::monotonic();
         if let Some(k) = &self.kernel {
-            k.take(&mut self.batch);
+            let merger = &mut self.merger;
+            k.take(|batch| merger.extend(batch));
         }
         // Agent: drain first, then calibrate, so drained records lie before the point.
         let now_raw = match self.agent_clock {

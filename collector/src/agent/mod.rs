@@ -18,6 +18,11 @@ use sonda_shm::{Clock, Geometry, Region, SlotState};
 use sonda_trace::codec::{Item, Items};
 use sonda_trace::{Event, Meta, Pid, Tid};
 
+/// Free slots scanned above the highest slot seen in use.
+const SCAN_MARGIN: u32 = 64;
+/// Drains between scans of every slot.
+const FULL_SCAN_EVERY: u32 = 40;
+
 /// How the buffer file is sized and what agents are told.
 #[derive(Clone, Debug)]
 pub struct AgentSettings {
@@ -65,6 +70,10 @@ pub struct AgentSource {
     /// Last `dropped` value seen per slot (the counter is cumulative over the slot's
     /// owners, so the growth belongs to whoever owns it now).
     seen_dropped: Vec<u64>,
+    /// Slots in use are found among the first `scan_limit` (see [`AgentSource::drain`]).
+    scan_limit: u32,
+    /// Drains since the last scan of every slot.
+    since_full_scan: u32,
     scratch: Vec<u8>,
     stats: AgentStats,
 }
@@ -95,6 +104,8 @@ impl AgentSource {
             path,
             meta_cursor: 0,
             seen_dropped: vec![0; settings.slots as usize],
+            scan_limit: 0,
+            since_full_scan: 0,
             scratch: Vec::with_capacity(settings.ring_len as usize),
             stats: AgentStats::default(),
         })
@@ -120,11 +131,30 @@ impl AgentSource {
         out: &mut Vec<Stamped>,
         mut thread: impl FnMut(Pid, Tid),
     ) {
-        for i in 0..self.region.slots() {
+        // Agents take the lowest free slot, so slots in use sit below the highest one
+        // ever seen in use (plus those claimed since, right above it): scanning past a
+        // margin above it is wasted, and costly (each slot header is on its own page).
+        // Every FULL_SCAN_EVERY drains all slots are looked at anyway.
+        let slots = self.region.slots();
+        self.since_full_scan += 1;
+        let mut limit = if self.since_full_scan >= FULL_SCAN_EVERY {
+            self.since_full_scan = 0;
+            slots
+        } else {
+            self.scan_limit.saturating_add(SCAN_MARGIN).min(slots)
+        };
+        let mut i = 0;
+        while i < limit {
             let info = self.region.slot_info(i);
+            i += 1;
+            if info.state != SlotState::Free {
+                self.scan_limit = self.scan_limit.max(i);
+                limit = limit.max(i.saturating_add(SCAN_MARGIN).min(slots));
+            }
             if !matches!(info.state, SlotState::Owned | SlotState::Retired) {
                 continue;
             }
+            let i = i - 1;
             let (pid, tid) = (Pid(info.pid), Tid(info.tid));
             self.scratch.clear();
             self.region.drain(i, &mut self.scratch);
@@ -313,5 +343,41 @@ mod tests {
         let path = src.path().to_path_buf();
         src.remove().unwrap();
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn finds_every_slot_in_use_without_scanning_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = settings();
+        settings.slots = 400;
+        let mut src = AgentSource::create(dir.path(), &settings).unwrap();
+        let agent: &'static Region = Box::leak(Box::new(Region::open(src.path()).unwrap()));
+        let me = std::process::id();
+        // A burst of threads claims slots 0..150 between two drains.
+        let producers: Vec<_> = (0..150)
+            .map(|t| agent.claim(me, 1000 + t).unwrap())
+            .collect();
+        for (t, p) in producers.iter().enumerate() {
+            p.push(t as u64, head(ENTER, 0, 0), 1);
+        }
+        let mut out = Vec::new();
+        src.drain(0, &mut out, |_, _| {});
+        assert_eq!(out.len(), 150);
+        // All end but the last; its slot stays far above the free ones.
+        for p in &producers[..149] {
+            p.retire();
+        }
+        src.drain(0, &mut out, |_, _| {});
+        producers[149].push(7, head(LEAVE, 0, 0), 1);
+        let newcomer = agent.claim(me, 5000).unwrap();
+        newcomer.push(8, head(ENTER, 0, 0), 2);
+        out.clear();
+        src.drain(0, &mut out, |_, _| {});
+        let tids: Vec<u32> = out
+            .iter()
+            .filter_map(|s| s.event.tid())
+            .map(|t| t.0)
+            .collect();
+        assert_eq!(tids, [5000, 1149]);
     }
 }

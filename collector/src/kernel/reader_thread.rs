@@ -62,10 +62,10 @@ impl KernelReader {
         })
     }
 
-    /// Appends every batch read so far to `out`.
-    pub fn take(&self, out: &mut Vec<Record>) {
+    /// Hands every batch read so far to `each`.
+    pub fn take(&self, mut each: impl FnMut(Vec<Record>)) {
         for batch in self.batches.try_iter() {
-            out.extend(batch);
+            each(batch);
         }
     }
 
@@ -77,7 +77,7 @@ impl KernelReader {
             .take()
             .map(|t| t.join().unwrap_or_default())
             .unwrap_or_default();
-        self.take(out);
+        self.take(|batch| out.extend(batch));
         stats
     }
 }
