@@ -29,7 +29,18 @@ fn sigkill_of_the_collector_leaves_a_readable_trace_and_the_command_completes() 
         .spawn()
         .unwrap();
     let sonda_pid = child.id();
-    std::thread::sleep(Duration::from_millis(700));
+    // Kill it once it has flushed events (the file holds more than its header and the
+    // first metadata), well before the command ends.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0) < 2048 {
+        assert!(Instant::now() < deadline, "sonda flushed nothing in 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !done.exists(),
+        "the command finished before the kill: make it longer"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 
