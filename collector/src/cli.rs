@@ -67,8 +67,9 @@ pub struct RecordArgs {
     #[arg(short, long, value_name = "TRACE")]
     pub output: PathBuf,
 
-    /// Java methods to trace, e.g. `org.apache.catalina.*::service` or `!*::toString`
-    /// to exclude (repeatable; later patterns win).
+    /// Java methods to trace, e.g. `org.apache.catalina.**::invoke`; `!pattern`
+    /// excludes (repeatable: a method is traced when some pattern selects it and no
+    /// `!` pattern excludes it; see docs/filters.md).
     #[arg(long = "methods", value_name = "FILTER")]
     pub methods: Vec<String>,
 
