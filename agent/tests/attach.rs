@@ -23,17 +23,19 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
     let go = rec.dir.path().join("go");
     let again = rec.dir.path().join("again");
     let n = 1000;
-    let mut child = Command::new("java")
-        .arg("-cp")
-        .arg(&classes)
-        .arg("AttachTarget")
-        .arg(&go)
-        .arg(n.to_string())
-        .arg(&again)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("java runs");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = KillOnDrop(
+        Command::new("java")
+            .arg("-cp")
+            .arg(&classes)
+            .arg("AttachTarget")
+            .arg(&go)
+            .arg(n.to_string())
+            .arg(&again)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("java runs"),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
     let mut tids = Vec::new();
     let pid = loop {
         let line = lines.next().expect("target prints ready").unwrap();
@@ -76,8 +78,16 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     std::fs::write(&go, "").unwrap();
-    let phase1 = lines.next().expect("phase1 line").unwrap();
-    assert!(phase1.starts_with("phase1\t"), "{phase1}");
+    // Sleepers may print their tid after main's "ready".
+    loop {
+        let line = lines.next().expect("phase1 line").unwrap();
+        let f: Vec<&str> = line.split('\t').collect();
+        match f[0] {
+            "thread" => tids.push((f[1].to_string(), f[2].parse::<u32>().unwrap())),
+            "phase1" => break,
+            other => panic!("unexpected line {other:?}"),
+        }
+    }
     // Stop: the agent restores the class and writes its totals; later calls are not
     // traced.
     rec.region.request_stop();
@@ -92,7 +102,7 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
     }
     std::fs::write(&again, "").unwrap();
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
-    let status = child.wait().unwrap();
+    let status = child.0.wait().unwrap();
     assert!(status.success());
     assert!(rest.iter().any(|l| l.starts_with("sum\t")), "{rest:?}");
 
@@ -129,4 +139,14 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
     assert_eq!(d.counter("agent.classes_retransformed"), Some(1));
     assert_eq!(d.counter("agent.classes_restored"), Some(1));
     assert!(d.warnings().is_empty(), "{:?}", d.warnings());
+}
+
+/// Kills the target JVM if the test fails half-way (it would wait for its files forever).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -300,10 +300,13 @@ pub fn assert_ok(out: &Output) {
         "agent complained:\n{}",
         text(&out.stderr)
     );
-    // Nothing from the agent or the JVM's logging about it may reach the program's stdout.
+    // Nothing from the agent or the JVM's logging about it may reach the program's
+    // stdout (the programs' own lines never start with these).
     let stdout = text(&out.stdout);
     assert!(
-        !stdout.contains("sonda") && !stdout.contains("[warning]"),
+        !stdout
+            .lines()
+            .any(|l| l.starts_with("sonda") || l.starts_with('[') || l.contains("VM warning")),
         "stdout polluted:\n{stdout}"
     );
 }
