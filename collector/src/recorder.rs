@@ -210,6 +210,7 @@ impl<W: Write> Recording<W> {
         let mut counters = vec![
             c("agent.events", self.tally.agent),
             c("agent.dropped", a.dropped),
+            c("agent.dropped_enters", a.dropped_enters),
             c("agent.no_slot", self.agent.no_slot_drops()),
             c("agent.meta_dropped", self.agent.meta_drops()),
             c("agent.processes", u64::from(self.agent.attached())),

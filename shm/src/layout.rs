@@ -64,6 +64,9 @@ pub mod slot {
     pub const WRITE: usize = 16;
     /// AtomicU64: records dropped because the ring was full (producer).
     pub const DROPPED: usize = 24;
+    /// AtomicU64: of those, method or region entries (producer), so that recorded
+    /// entries plus dropped entries equal the calls made.
+    pub const DROPPED_ENTERS: usize = 32;
     /// AtomicU64: bytes read ever (consumer).
     pub const READ: usize = 64;
 }
@@ -123,7 +126,9 @@ impl Geometry {
     }
     /// Offset of slot `i`'s header.
     pub fn slot_offset(&self, i: u32) -> usize {
-        self.meta_offset() + self.meta_len as usize + i as usize * (SLOT_HEADER_LEN + self.ring_len as usize)
+        self.meta_offset()
+            + self.meta_len as usize
+            + i as usize * (SLOT_HEADER_LEN + self.ring_len as usize)
     }
     /// Total file size.
     pub fn file_len(&self) -> usize {

@@ -70,8 +70,18 @@ pub fn decode(bytes: &[u8]) -> impl Iterator<Item = RingRecord> + '_ {
         if end > bytes.len() {
             return None;
         }
-        let extra = if extra_units > 0 { u64::from_le_bytes(bytes[pos + 16..pos + 24].try_into().unwrap()) } else { 0 };
+        let extra = if extra_units > 0 {
+            u64::from_le_bytes(bytes[pos + 16..pos + 24].try_into().unwrap())
+        } else {
+            0
+        };
         pos = end;
-        Some(RingRecord { time, kind: (h & 0xff) as u8, aux: (h >> 16) as u16, arg, extra })
+        Some(RingRecord {
+            time,
+            kind: (h & 0xff) as u8,
+            aux: (h >> 16) as u16,
+            arg,
+            extra,
+        })
     })
 }

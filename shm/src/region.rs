@@ -18,7 +18,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::MmapRaw;
 
-use crate::layout::{hdr, slot, Clock, Geometry, SlotState, CONFIG_LEN, HEADER_LEN, MAGIC, SLOT_HEADER_LEN, UNIT, VERSION};
+use crate::layout::{
+    hdr, slot, Clock, Geometry, SlotState, CONFIG_LEN, HEADER_LEN, MAGIC, SLOT_HEADER_LEN, UNIT,
+    VERSION,
+};
 
 /// Why an agent could not use a shared file.
 #[derive(Debug)]
@@ -55,12 +58,22 @@ impl Region {
     /// clock and configuration text for agents.
     pub fn create(path: &Path, geo: Geometry, clock: Clock, config: &str) -> io::Result<Region> {
         if !geo.valid() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "invalid buffer geometry"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "invalid buffer geometry",
+            ));
         }
         if config.len() > CONFIG_LEN {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "agent configuration too long (over 64 KiB)"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "agent configuration too long (over 64 KiB)",
+            ));
         }
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
         // Sparse: only touched pages use memory.
         file.set_len(geo.file_len() as u64)?;
         let map = MmapRaw::map_raw(&file)?;
@@ -73,20 +86,36 @@ impl Region {
             std::ptr::copy_nonoverlapping(config.as_ptr(), base.add(HEADER_LEN), config.len());
         }
         region.u32(hdr::VERSION).store(VERSION, Ordering::Relaxed);
-        region.u32(hdr::SLOT_COUNT).store(geo.slots, Ordering::Relaxed);
-        region.u32(hdr::RING_LEN).store(geo.ring_len, Ordering::Relaxed);
-        region.u32(hdr::CLOCK).store(clock as u32, Ordering::Relaxed);
-        region.u64(hdr::META_LEN).store(geo.meta_len, Ordering::Relaxed);
-        region.u32(hdr::CONFIG_USED).store(config.len() as u32, Ordering::Relaxed);
+        region
+            .u32(hdr::SLOT_COUNT)
+            .store(geo.slots, Ordering::Relaxed);
+        region
+            .u32(hdr::RING_LEN)
+            .store(geo.ring_len, Ordering::Relaxed);
+        region
+            .u32(hdr::CLOCK)
+            .store(clock as u32, Ordering::Relaxed);
+        region
+            .u64(hdr::META_LEN)
+            .store(geo.meta_len, Ordering::Relaxed);
+        region
+            .u32(hdr::CONFIG_USED)
+            .store(config.len() as u32, Ordering::Relaxed);
         region.u32(hdr::NEXT_METHOD_ID).store(1, Ordering::Relaxed);
         region.u32(hdr::NEXT_CLASS_ID).store(1, Ordering::Relaxed);
-        region.u32(hdr::COLLECTOR_PID).store(std::process::id(), Ordering::Release);
+        region
+            .u32(hdr::COLLECTOR_PID)
+            .store(std::process::id(), Ordering::Release);
         Ok(region)
     }
 
     /// Maps an existing file (an agent's side) and checks its layout.
     pub fn open(path: &Path) -> Result<Region, OpenError> {
-        let file = OpenOptions::new().read(true).write(true).open(path).map_err(OpenError::Io)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(OpenError::Io)?;
         let len = file.metadata().map_err(OpenError::Io)?.len() as usize;
         if len < HEADER_LEN + CONFIG_LEN {
             return Err(OpenError::Layout("file too short"));
@@ -97,9 +126,18 @@ impl Region {
         if magic != MAGIC {
             return Err(OpenError::Layout("bad magic"));
         }
-        let probe = Region { map, geo: Geometry { slots: 0, ring_len: 0, meta_len: 0 } };
+        let probe = Region {
+            map,
+            geo: Geometry {
+                slots: 0,
+                ring_len: 0,
+                meta_len: 0,
+            },
+        };
         if probe.u32(hdr::VERSION).load(Ordering::Acquire) != VERSION {
-            return Err(OpenError::Layout("layout version differs: agent and collector are different builds"));
+            return Err(OpenError::Layout(
+                "layout version differs: agent and collector are different builds",
+            ));
         }
         let geo = Geometry {
             slots: probe.u32(hdr::SLOT_COUNT).load(Ordering::Relaxed),
@@ -109,7 +147,10 @@ impl Region {
         if !geo.valid() || geo.file_len() > len {
             return Err(OpenError::Layout("geometry does not fit the file"));
         }
-        let region = Region { map: probe.map, geo };
+        let region = Region {
+            map: probe.map,
+            geo,
+        };
         region.u32(hdr::ATTACHED).fetch_add(1, Ordering::AcqRel);
         Ok(region)
     }
@@ -158,12 +199,18 @@ impl Region {
             let base = self.geo.slot_offset(i);
             let state = self.u32(base + slot::STATE);
             if state
-                .compare_exchange(SlotState::Free as u32, SlotState::Claiming as u32, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange(
+                    SlotState::Free as u32,
+                    SlotState::Claiming as u32,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
             {
                 self.u32(base + slot::PID).store(pid, Ordering::Relaxed);
                 self.u32(base + slot::TID).store(tid, Ordering::Relaxed);
-                self.u32(base + slot::GENERATION).fetch_add(1, Ordering::Relaxed);
+                self.u32(base + slot::GENERATION)
+                    .fetch_add(1, Ordering::Relaxed);
                 state.store(SlotState::Owned as u32, Ordering::Release);
                 return Some(Producer {
                     // SAFETY: the slot header and ring lie inside the mapping (geometry
@@ -184,7 +231,9 @@ impl Region {
 
     /// Hands out a new method (or region) id, dense and below 2^31; `None` when exhausted.
     pub fn next_method_id(&self) -> Option<u32> {
-        let id = self.u32(hdr::NEXT_METHOD_ID).fetch_add(1, Ordering::Relaxed);
+        let id = self
+            .u32(hdr::NEXT_METHOD_ID)
+            .fetch_add(1, Ordering::Relaxed);
         (id < 1 << 31).then_some(id)
     }
 
@@ -207,8 +256,10 @@ impl Region {
             self.u64(hdr::META_DROPS).fetch_add(1, Ordering::Relaxed);
             if at + need > self.geo.meta_len && at < self.geo.meta_len {
                 // Mark the rest of the log as a hole so the reader stops cleanly.
-                self.u32(self.geo.meta_offset() + at as usize + 4).store(u32::MAX, Ordering::Relaxed);
-                self.u32(self.geo.meta_offset() + at as usize).store(u32::MAX, Ordering::Release);
+                self.u32(self.geo.meta_offset() + at as usize + 4)
+                    .store(u32::MAX, Ordering::Relaxed);
+                self.u32(self.geo.meta_offset() + at as usize)
+                    .store(u32::MAX, Ordering::Release);
             }
             return false;
         }
@@ -216,9 +267,14 @@ impl Region {
         // SAFETY: [off + 8, off + 8 + len) was reserved for us alone by the fetch_add and
         // lies inside the log (checked above).
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_mut_ptr().add(off + 8), bytes.len());
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.map.as_mut_ptr().add(off + 8),
+                bytes.len(),
+            );
         }
-        self.u32(off + 4).store(bytes.len() as u32, Ordering::Relaxed);
+        self.u32(off + 4)
+            .store(bytes.len() as u32, Ordering::Relaxed);
         // Publish: the reader takes a non-zero word at `off` as "complete".
         self.u32(off).store(need as u32, Ordering::Release);
         true
@@ -241,6 +297,9 @@ impl Region {
             tid: self.u32(base + slot::TID).load(Ordering::Relaxed),
             generation: self.u32(base + slot::GENERATION).load(Ordering::Relaxed),
             dropped: self.u64(base + slot::DROPPED).load(Ordering::Relaxed),
+            dropped_enters: self
+                .u64(base + slot::DROPPED_ENTERS)
+                .load(Ordering::Relaxed),
         }
     }
 
@@ -277,7 +336,12 @@ impl Region {
         write == read
             && self
                 .u32(base + slot::STATE)
-                .compare_exchange(SlotState::Retired as u32, SlotState::Free as u32, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    SlotState::Retired as u32,
+                    SlotState::Free as u32,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
     }
 
@@ -286,7 +350,8 @@ impl Region {
         let base = self.geo.slot_offset(i);
         let write = self.u64(base + slot::WRITE).load(Ordering::Acquire);
         self.u64(base + slot::READ).store(write, Ordering::Release);
-        self.u32(base + slot::STATE).store(SlotState::Free as u32, Ordering::Release);
+        self.u32(base + slot::STATE)
+            .store(SlotState::Free as u32, Ordering::Release);
     }
 
     /// Reads metadata records published since `*cursor`, advancing it. Stops at the
@@ -303,7 +368,10 @@ impl Region {
                 return;
             }
             let len = self.u32(off + 4).load(Ordering::Relaxed) as usize;
-            if total < 8 || len + 8 > total as usize || *cursor + u64::from(total) > self.geo.meta_len {
+            if total < 8
+                || len + 8 > total as usize
+                || *cursor + u64::from(total) > self.geo.meta_len
+            {
                 // Corrupt (a writer died mid-way): nothing after it can be trusted.
                 *cursor = self.geo.meta_len;
                 return;
@@ -349,6 +417,8 @@ pub struct SlotInfo {
     pub tid: u32,
     pub generation: u32,
     pub dropped: u64,
+    /// Of `dropped`, how many were method or region entries.
+    pub dropped_enters: u64,
 }
 
 /// A thread's handle on its slot: two raw pointers, cheap to keep in thread-local storage.
@@ -373,7 +443,7 @@ impl Producer {
         let write = self.word(slot::WRITE).load(Ordering::Relaxed);
         let read = self.word(slot::READ).load(Ordering::Acquire);
         if write.wrapping_sub(read) + UNIT as u64 > self.mask + 1 {
-            self.count_drop();
+            self.count_drop(head);
             return false;
         }
         let at = (write & self.mask) as usize;
@@ -385,7 +455,8 @@ impl Producer {
             (p.add(8) as *mut u32).write(head.to_le());
             (p.add(12) as *mut u32).write(arg.to_le());
         }
-        self.word(slot::WRITE).store(write + UNIT as u64, Ordering::Release);
+        self.word(slot::WRITE)
+            .store(write + UNIT as u64, Ordering::Release);
         true
     }
 
@@ -395,7 +466,7 @@ impl Producer {
         let write = self.word(slot::WRITE).load(Ordering::Relaxed);
         let read = self.word(slot::READ).load(Ordering::Acquire);
         if write.wrapping_sub(read) + 2 * UNIT as u64 > self.mask + 1 {
-            self.count_drop();
+            self.count_drop(head);
             return false;
         }
         let at = (write & self.mask) as usize;
@@ -410,15 +481,21 @@ impl Producer {
             (q as *mut u64).write(extra.to_le());
             (q.add(8) as *mut u64).write(0);
         }
-        self.word(slot::WRITE).store(write + 2 * UNIT as u64, Ordering::Release);
+        self.word(slot::WRITE)
+            .store(write + 2 * UNIT as u64, Ordering::Release);
         true
     }
 
-    #[inline(always)]
-    fn count_drop(&self) {
-        // Only this thread writes the counter: a plain load and store avoid a locked op.
+    /// Off the hot path: only when the ring is full.
+    #[cold]
+    fn count_drop(&self, head: u32) {
+        // Only this thread writes the counters: a plain load and store avoid a locked op.
         let d = self.word(slot::DROPPED);
         d.store(d.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        if head & 0xff == u32::from(crate::records::ENTER) {
+            let e = self.word(slot::DROPPED_ENTERS);
+            e.store(e.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
     }
 
     /// Gives the slot back: the collector drains what is left and frees it.

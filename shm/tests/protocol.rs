@@ -10,7 +10,11 @@ use sonda_shm::{Clock, Geometry, Region, SlotState};
 fn region(slots: u32, ring_len: u32) -> (&'static Region, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("buf");
-    let geo = Geometry { slots, ring_len, meta_len: 1 << 16 };
+    let geo = Geometry {
+        slots,
+        ring_len,
+        meta_len: 1 << 16,
+    };
     Region::create(&path, geo, Clock::Tsc, "methods=a.B\n").unwrap();
     let agent = Region::open(&path).unwrap();
     (Box::leak(Box::new(agent)), dir)
@@ -62,7 +66,12 @@ fn every_record_is_read_once_in_order_or_counted_as_dropped() {
     producer.join().unwrap();
     let info = r.slot_info(0);
     assert_eq!(info.state, SlotState::Retired);
-    assert_eq!(got + info.dropped, N, "read {got}, dropped {}", info.dropped);
+    assert_eq!(
+        got + info.dropped,
+        N,
+        "read {got}, dropped {}",
+        info.dropped
+    );
     assert!(r.free_if_drained(0));
     assert_eq!(r.slot_info(0).state, SlotState::Free);
 }
@@ -83,6 +92,10 @@ fn slots_run_out_and_come_back() {
         c.push(i, head(ENTER, 0, 0), 1);
     }
     assert_eq!(r.slot_info(0).dropped, 100 - 256 / 16);
+    assert_eq!(r.slot_info(0).dropped_enters, 100 - 256 / 16);
+    c.push(100, head(sonda_shm::records::LEAVE, 0, 0), 1);
+    assert_eq!(r.slot_info(0).dropped, 100 - 256 / 16 + 1);
+    assert_eq!(r.slot_info(0).dropped_enters, 100 - 256 / 16);
 }
 
 #[test]
@@ -96,7 +109,9 @@ fn metadata_log_keeps_everything_until_full() {
     assert!(n > 1000);
     let mut cursor = 0;
     let mut seen = Vec::new();
-    r.read_meta(&mut cursor, |b| seen.push(String::from_utf8(b.to_vec()).unwrap()));
+    r.read_meta(&mut cursor, |b| {
+        seen.push(String::from_utf8(b.to_vec()).unwrap())
+    });
     assert_eq!(seen.len(), n);
     assert_eq!(seen[5], "record 5");
     assert!(r.meta_drops() >= 1);

@@ -11,10 +11,6 @@ use sonda_tests::*;
 const USER_FUNCTION: u64 = 60000019;
 const EXIT_BY_EXCEPTION: u64 = 49000001;
 
-fn record(trace: &std::path::Path, filters: &[&str], java: &[&str]) -> std::process::Output {
-    record_with(trace, &[], filters, java)
-}
-
 fn record_with(
     trace: &std::path::Path,
     options: &[&str],
@@ -81,7 +77,13 @@ fn every_method_of_every_class_under_the_verifier() {
     let plain = run(Command::new("java").args(["-Xverify:all", "-cp", cp, "VerifyMix"]));
     assert!(plain.status.success());
     let trace = dir.path().join("all.trace");
-    let out = record(&trace, &["*"], &["-Xverify:all", "-cp", cp, "VerifyMix"]);
+    // Every JDK method too: large rings, so that the workload's calls are not dropped.
+    let out = record_with(
+        &trace,
+        &["--agent-buffer", "64M"],
+        &["*"],
+        &["-Xverify:all", "-cp", cp, "VerifyMix"],
+    );
     let err = text(&out.stderr);
     assert!(
         out.status.success(),
@@ -157,4 +159,49 @@ fn recorded_calls_equal_the_calls_the_program_counted() {
         checked += 1;
     }
     assert_eq!(checked, 6);
+}
+
+#[test]
+fn full_buffers_drop_and_count_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = java_classes("CallCount");
+    let trace = dir.path().join("small.trace");
+    // Rings of 4 KiB (256 records) fill in microseconds: most events are dropped.
+    let out = record_with(
+        &trace,
+        &["--agent-buffer", "4K"],
+        // Only the methods the program counts.
+        &[
+            "CallCount",
+            "CallCount$*",
+            "!CallCount::main",
+            "!CallCount::lambda$*",
+            "!CallCount::<clinit>",
+        ],
+        &["-cp", cp.to_str().unwrap(), "CallCount", "4", "20000"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let calls: u64 = text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("CALLS "))
+        .map(|l| l.split(' ').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let meta = sonda_trace::TraceMeta::scan(&trace).unwrap();
+    let entries = sonda_trace::Events::open(&trace)
+        .unwrap()
+        .filter(|r| matches!(r.as_ref().unwrap().event, sonda_trace::Event::Enter { .. }))
+        .count() as u64;
+    let dropped = meta.counters["agent.dropped_enters"];
+    eprintln!(
+        "{calls} calls: {entries} entries recorded, {dropped} dropped ({} events dropped)",
+        meta.counters["agent.dropped"]
+    );
+    assert!(dropped > 0, "the test should overflow the rings");
+    assert_eq!(
+        entries + dropped,
+        calls,
+        "recorded entries + dropped entries vs calls made"
+    );
+    // What was kept still exports to a valid, nested Paraver trace.
+    export(&trace, &dir.path().join("small"));
 }

@@ -56,6 +56,8 @@ pub struct AgentStats {
     pub unknown: u64,
     /// Events agents dropped because a thread's ring was full.
     pub dropped: u64,
+    /// Of those, method or region entries: recorded entries plus these are the calls.
+    pub dropped_enters: u64,
     /// Metadata records copied.
     pub metas: u64,
     /// Metadata records that did not decode.
@@ -70,6 +72,8 @@ pub struct AgentSource {
     /// Last `dropped` value seen per slot (the counter is cumulative over the slot's
     /// owners, so the growth belongs to whoever owns it now).
     seen_dropped: Vec<u64>,
+    /// Likewise for dropped entries.
+    seen_dropped_enters: Vec<u64>,
     /// Slots in use are found among the first `scan_limit` (see [`AgentSource::drain`]).
     scan_limit: u32,
     /// Drains since the last scan of every slot.
@@ -104,6 +108,7 @@ impl AgentSource {
             path,
             meta_cursor: 0,
             seen_dropped: vec![0; settings.slots as usize],
+            seen_dropped_enters: vec![0; settings.slots as usize],
             scan_limit: 0,
             since_full_scan: 0,
             scratch: Vec::with_capacity(settings.ring_len as usize),
@@ -175,6 +180,9 @@ impl AgentSource {
             if last_raw.is_some() {
                 thread(pid, tid);
             }
+            let seen_enters = &mut self.seen_dropped_enters[i as usize];
+            self.stats.dropped_enters += info.dropped_enters.saturating_sub(*seen_enters);
+            *seen_enters = info.dropped_enters;
             let seen = &mut self.seen_dropped[i as usize];
             if info.dropped > *seen {
                 let count = info.dropped - *seen;
