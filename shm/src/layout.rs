@@ -139,7 +139,7 @@ impl Geometry {
         self.slots > 0
             && self.ring_len.is_power_of_two()
             && self.ring_len as usize >= 4 * UNIT
-            && self.meta_len % 8 == 0
+            && self.meta_len.is_multiple_of(8)
             && self.meta_len >= 4096
     }
 }

@@ -177,14 +177,14 @@ impl Region {
     }
 
     fn u32(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off % 4 == 0 && off + 4 <= self.map.len());
+        debug_assert!(off.is_multiple_of(4) && off + 4 <= self.map.len());
         // SAFETY: `off` is a 4-aligned offset inside the mapping (page-aligned base), and
         // the word is only ever accessed atomically by every process sharing the file.
         unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU32) }
     }
 
     fn u64(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off % 8 == 0 && off + 8 <= self.map.len());
+        debug_assert!(off.is_multiple_of(8) && off + 8 <= self.map.len());
         // SAFETY: as in `u32`, with 8-byte alignment.
         unsafe { &*(self.map.as_mut_ptr().add(off) as *const AtomicU64) }
     }
