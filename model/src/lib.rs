@@ -1,0 +1,2 @@
+//! sonda's service-demand model (work in progress).
+#![forbid(unsafe_code)]
