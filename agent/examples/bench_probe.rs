@@ -67,14 +67,14 @@ fn main() {
     let path = shm.path().join("bench.buf");
     let geo = Geometry {
         slots: 64,
-        ring_len: 64 << 20,
+        ring_len: 128 << 20,
         meta_len: 1 << 20,
     };
     let region = Region::create(&path, geo, clock, "methods=Bench::traced\n").expect("buffer file");
     let mut java = Command::new("java");
     if critical {
         // The flag is deprecated in JDK 17: silence the VM's warning about it.
-        java.args(["-XX:+CriticalJNINatives", "-XX:-PrintWarnings"]);
+        java.args(["-XX:-PrintWarnings", "-XX:+CriticalJNINatives"]);
     }
     let mut child = java
         .arg("-XX:CompileCommand=quiet")
@@ -113,7 +113,7 @@ fn main() {
                 if last {
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(Duration::from_millis(2));
             }
         });
         let status = child.wait().expect("java exits");
@@ -154,8 +154,9 @@ fn main() {
     }
     diffs.sort_by(|a, b| a.total_cmp(b));
     let median = diffs.get(diffs.len() / 2).copied().unwrap_or(f64::NAN);
+    let best = diffs.first().copied().unwrap_or(f64::NAN);
     println!(
-        "median added cost per enter+exit pair (first round = warm-up, excluded): {median:.2} ns"
+        "added cost per enter+exit pair (round 0 = warm-up, excluded): median {median:.2} ns, best {best:.2} ns"
     );
     println!(
         "records: {enters} ENTER, {leaves} LEAVE, {dropped} dropped (expected {} each)",

@@ -81,7 +81,7 @@ fn probe_calls_tsc_clock() {
 fn probe_calls_critical_natives() {
     probe_calls(
         Clock::Tsc,
-        &["-XX:+CriticalJNINatives", "-XX:-PrintWarnings"],
+        &["-XX:-PrintWarnings", "-XX:+CriticalJNINatives"],
     );
 }
 

@@ -2,10 +2,17 @@
  * Cost of sonda's method probes: the same small method, called through a loop, once
  * plain and once rewritten by the agent (the collector's filter selects Bench::traced
  * only). Both are kept out of line (-XX:CompileCommand=dontinline,Bench::*), as a
- * traced method of real code would be a real call. Prints one line per round:
+ * traced method of real code would be a real call. Times are the thread's CPU time, so
+ * that other processes of a busy machine do not count. Prints one line per round:
  * "round <plain ns/call> <traced ns/call>".
  */
 public class Bench {
+    static final java.lang.management.ThreadMXBean THREADS = java.lang.management.ManagementFactory.getThreadMXBean();
+
+    static long cpu() {
+        return THREADS.getCurrentThreadCpuTime();
+    }
+
     static volatile int sink;
 
     static int plain(int x) {
@@ -36,11 +43,11 @@ public class Bench {
         int n = Integer.parseInt(args[0]);
         int rounds = Integer.parseInt(args[1]);
         for (int r = 0; r < rounds; r++) {
-            long t0 = System.nanoTime();
+            long t0 = cpu();
             loopPlain(n);
-            long t1 = System.nanoTime();
+            long t1 = cpu();
             loopTraced(n);
-            long t2 = System.nanoTime();
+            long t2 = cpu();
             System.out.printf("round\t%.2f\t%.2f%n", (t1 - t0) / (double) n, (t2 - t1) / (double) n);
         }
     }
