@@ -3,7 +3,8 @@
 //! A thread's first record claims a slot (`Region::claim`, a scan of the slot table,
 //! plus one `gettid`); later records are a thread-local read and `Producer::push`: no
 //! lock, no allocation, no system call. When no slot is free, events are counted in the
-//! region's `no_slot_drops` instead.
+//! region's `no_slot_drops` instead, and the thread tries again every
+//! [`RETRY_CLAIM_AFTER`] events.
 //!
 //! JVMTI ThreadEnd retires the slot (the collector drains and frees it). The OS thread
 //! may still record afterwards, as another Java thread (the launcher's main thread
@@ -20,6 +21,9 @@ use sonda_shm::{Producer, Region};
 
 use crate::os;
 
+/// Events a thread without a slot counts as lost before it scans for a free slot again.
+pub const RETRY_CLAIM_AFTER: u32 = 4096;
+
 static REGION: OnceLock<Region> = OnceLock::new();
 static PID: AtomicU32 = AtomicU32::new(0);
 
@@ -30,8 +34,9 @@ enum Slot {
     Unclaimed,
     /// Records go here.
     Owned(Producer),
-    /// No slot was free when the thread first recorded: its events are counted lost.
-    Unavailable,
+    /// No slot was free when the thread last tried: its events are counted lost, and it
+    /// tries again after this many more (slots free up as other threads end).
+    Unavailable(u32),
     /// Records are ignored, uncounted (see [`muted`]).
     Muted,
     /// The OS thread is exiting (its thread-local destructors run): nothing more may
@@ -106,18 +111,22 @@ fn record_slow(time: u64, kind: u8, arg: u32) {
     let Some(region) = region() else { return };
     let target = SLOT.try_with(|slot| match slot.get() {
         Slot::Owned(p) => Some(Some(p)),
-        Slot::Unclaimed => match region.claim(pid(), current_tid()) {
+        Slot::Unclaimed | Slot::Unavailable(0) => match region.claim(pid(), current_tid()) {
             Some(p) => {
                 slot.set(Slot::Owned(p));
                 let _ = RETIRE_AT_EXIT.try_with(|_| ());
                 Some(Some(p))
             }
             None => {
-                slot.set(Slot::Unavailable);
+                slot.set(Slot::Unavailable(RETRY_CLAIM_AFTER));
                 Some(None)
             }
         },
-        Slot::Unavailable | Slot::Exited => Some(None),
+        Slot::Unavailable(n) => {
+            slot.set(Slot::Unavailable(n - 1));
+            Some(None)
+        }
+        Slot::Exited => Some(None),
         Slot::Muted => None,
     });
     match target {

@@ -148,3 +148,37 @@ fn now(clock: Clock) -> u64 {
         }
     }
 }
+
+/// One slot for the whole JVM: whichever thread records first owns it, every other
+/// thread's events are counted as no-slot drops. Nothing is lost silently: the probe
+/// calls are all either a record, a ring drop or a no-slot drop (plus a few thread and
+/// VM events that compete for the same slot).
+#[test]
+fn threads_without_a_slot_count_their_events() {
+    let classes = java_classes("ProbeCalls", true);
+    let geo = Geometry {
+        slots: 1,
+        ring_len: 1 << 20,
+        meta_len: 1 << 20,
+    };
+    let rec = Recording::with_geometry("gc=0\nmonitors=0\n", Clock::Monotonic, geo);
+    let n = 3000u64;
+    let out = rec.run_java(&classes, &[], "ProbeCalls", &[&n.to_string()]);
+    assert_ok(&out);
+    let d = rec.drain();
+    assert_eq!(d.slots.len(), 1);
+    let probes = d.slots[0]
+        .records
+        .iter()
+        .filter(|r| matches!(r.kind, ENTER | LEAVE | LEAVE_EXCEPTION))
+        .count() as u64;
+    let accounted = probes + d.slots[0].dropped + d.no_slot_drops;
+    assert!(d.no_slot_drops > 0);
+    assert!(
+        (8 * n..8 * n + 100).contains(&accounted),
+        "{probes} records + {} dropped + {} no-slot for {} calls",
+        d.slots[0].dropped,
+        d.no_slot_drops,
+        8 * n
+    );
+}
