@@ -2,12 +2,17 @@
 //! thread before the first record.
 //!
 //! 1. `TraceMeta::scan` (seeks over the records): threads, processes, methods, classes,
-//!    CPUs, where the data ends.
-//! 2. A look-ahead over the records until every thread's first record is seen (often
-//!    the whole trace: threads that never run have none), so that states written
-//!    before a thread's first record are right (`Timeline::presume_from`).
+//!    CPUs, where the data ends. The thread selection and the time window are checked
+//!    against it.
+//! 2. A look-ahead over the records until every selected thread's first record is seen
+//!    (often only the start of the trace: a recording samples every thread when it
+//!    starts), so that states written before a thread's first record are right
+//!    (`Timeline::presume_from`).
 //! 3. The records through the timeline into the reorder buffer, written as they become
-//!    final; then the `.pcf` and `.row`, which need names and values seen on the way.
+//!    final; at the window's start what is open (calls, monitor waits, collections) is
+//!    opened in the `.prv`, and the records stop at its end, where the timeline closes
+//!    everything. Then the `.pcf`, `.row` and `.cfg` files, which need names and values
+//!    seen on the way.
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -16,17 +21,19 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use sonda_timeline::names::method_labels;
-use sonda_timeline::{Feed, Timeline};
+use sonda_timeline::{CallEnter, Edge, Feed, GcSpan, MonitorWait, Sink, ThreadIx, Timeline};
 use sonda_trace::{Source, Time, TraceMeta};
 
+use crate::cfg::{cfg_files, CfgFacts};
 use crate::header::header;
 use crate::layout::Layout;
 use crate::pcf::write_pcf;
 use crate::records::PrvWriter;
+use crate::select::selected;
 use crate::translate::Translate;
 use crate::{ExportError, ExportOptions, ExportSummary};
 
-/// Records between two attempts to write out the reorder buffer.
+/// Records between two attempts to write out the reorder buffer (and progress calls).
 const FLUSH_EVERY: u64 = 4096;
 
 /// `stem` + `.ext` (not `Path::with_extension`, which would replace a dotted stem's end).
@@ -53,11 +60,28 @@ pub(crate) fn export(
             damage: meta.damage.take(),
         });
     }
-    let layout = Layout::new(&meta);
+    let layout = Layout::of(&meta, |t| {
+        selected(&meta, t, &opts.threads, opts.jvm_internal)
+    });
+    if layout.threads.is_empty() {
+        return Err(ExportError::NoThreads {
+            path: trace.to_path_buf(),
+            patterns: opts.threads.iter().map(|p| format!("{p}")).collect(),
+            jvm_internal_out: !opts.jvm_internal,
+        });
+    }
     let source = meta.info.as_ref().map_or(Source::Tracepoints, |i| i.source);
 
     let mut feed = Feed::open(trace, &meta).map_err(read_error)?;
     let origin = feed.origin();
+    let (from, to) = opts
+        .window
+        .resolve(paraver_end(&feed).since(origin))
+        .map_err(|reason| ExportError::Window {
+            path: trace.to_path_buf(),
+            reason,
+        })?;
+    let (zero, stop) = (Time(origin.0 + from), Time(origin.0 + to));
     let mut timeline = Timeline::new(origin, source, layout.threads.iter().map(|t| t.0));
     for record in Feed::open(trace, &meta).map_err(read_error)? {
         timeline.presume_from(&record);
@@ -75,20 +99,23 @@ pub(crate) fn export(
     let places: Vec<_> = layout.threads.iter().map(|t| t.1).collect();
     let mut writer = PrvWriter::new(file, &places, layout.cpus);
     let date = opts.date.unwrap_or_else(SystemTime::now);
-    let planned_end = paraver_end(&feed).since(origin);
+    let planned_end = to - from;
     writer
         .raw(header(date, planned_end, 0, &layout).as_bytes())
         .map_err(write_error(&prv))?;
 
-    let mut sink = Translate::new(
-        &meta,
-        origin,
-        layout.threads.len(),
-        layout.cpus,
-        opts.wakeups,
-    );
+    let mut sink = Translate::new(&meta, zero, layout.threads.len(), layout.cpus, opts.wakeups);
+    let total = meta.records;
+    let mut opened = from == 0;
     let mut pushed: u64 = 0;
     for record in feed.by_ref() {
+        if record.time > stop {
+            break;
+        }
+        if !opened && record.time >= zero {
+            open_spans(&timeline, zero, &mut sink);
+            opened = true;
+        }
         timeline.push(&record, &mut sink);
         pushed += 1;
         if pushed.is_multiple_of(FLUSH_EVERY) {
@@ -97,19 +124,29 @@ pub(crate) fn export(
                 &mut sink,
                 &mut writer,
                 record.time,
+                zero,
                 opts.reorder_limit,
             )
             .map_err(write_error(&prv))?;
+            if let Some(p) = &opts.progress {
+                p.tell(pushed, total);
+            }
         }
     }
-    let end = paraver_end(&feed);
+    let end = paraver_end(&feed).min(stop);
+    if !opened {
+        open_spans(&timeline, zero, &mut sink);
+    }
     timeline.finish(end, &mut sink);
     sink.reorder
         .flush_upto(u64::MAX, &mut writer)
         .map_err(write_error(&prv))?;
+    if let Some(p) = &opts.progress {
+        p.tell(pushed, total);
+    }
     let written = writer.written;
     let file = writer.finish().map_err(write_error(&prv))?;
-    let end_ns = end.since(origin);
+    let end_ns = end.since(zero).max(1);
     if end_ns != planned_end {
         // The records stopped before the scan's end (a damaged block): the header must
         // say where the data ends. Same length, so it is rewritten in place.
@@ -122,11 +159,30 @@ pub(crate) fn export(
     write_file(&pcf, |out| write_pcf(out, &labels)).map_err(write_error(&pcf))?;
     let row = with_ext(stem, "row");
     write_file(&row, |out| layout.write_row(&meta, &timeline, out)).map_err(write_error(&row))?;
+    let mut cfgs = Vec::new();
+    if opts.cfgs {
+        let facts = CfgFacts {
+            max_function: sink.wrote.max_function,
+            max_monitor: sink.wrote.max_monitor,
+            threads: layout.threads.len() as u32,
+            gc: sink.wrote.gc,
+            monitors: sink.wrote.monitors,
+            functions: sink.wrote.functions,
+        };
+        for file in cfg_files(&facts) {
+            let path = with_ext(stem, &format!("{}.cfg", file.suffix));
+            write_file(&path, |out| out.write_all(file.text.as_bytes()))
+                .map_err(write_error(&path))?;
+            cfgs.push(path);
+        }
+    }
 
     Ok(ExportSummary {
         prv,
         pcf,
         row,
+        cfgs,
+        from_ns: from,
         applications: layout.applications.len(),
         threads: layout.threads.len(),
         cpus: layout.cpus,
@@ -149,6 +205,40 @@ fn paraver_end(feed: &Feed) -> Time {
     feed.end().max(Time(feed.origin().0 + 1))
 }
 
+/// At the window's start `zero`, opens in the `.prv` what began before it: each
+/// thread's calls (outermost first), the monitor it waits for, and the collections in
+/// progress.
+fn open_spans(timeline: &Timeline, zero: Time, sink: &mut Translate) {
+    for i in 0..timeline.len() {
+        let ix = ThreadIx(i as u32);
+        let at = timeline.at(ix, zero);
+        let (frames, monitor) = timeline.open_spans(ix);
+        for (depth, frame) in frames.enumerate() {
+            sink.enter(&CallEnter {
+                at,
+                frame,
+                depth: depth + 1,
+            });
+        }
+        if let Some(class) = monitor {
+            sink.monitor(&MonitorWait {
+                at,
+                class,
+                edge: Edge::Begin,
+            });
+        }
+    }
+    for (pid, _, thread) in timeline.open_gcs() {
+        let at = thread.map(|ix| timeline.at(ix, zero));
+        sink.gc(&GcSpan {
+            pid,
+            at,
+            time: zero,
+            edge: Edge::Begin,
+        });
+    }
+}
+
 /// Writes out what the reorder buffer may; when it holds more than `limit` records,
 /// first cuts the open states at a time between the low water and `now`, halving the
 /// span until enough can go.
@@ -157,12 +247,12 @@ fn drain<W: Write>(
     sink: &mut Translate,
     writer: &mut PrvWriter<W>,
     now: Time,
+    zero: Time,
     limit: usize,
 ) -> io::Result<()> {
-    let origin = timeline.origin();
     loop {
         let low = timeline.low_water();
-        sink.reorder.flush_upto(low.since(origin), writer)?;
+        sink.reorder.flush_upto(low.since(zero), writer)?;
         if sink.reorder.len() <= limit || low >= now {
             return Ok(());
         }

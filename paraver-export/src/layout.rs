@@ -9,7 +9,7 @@ use std::io::{self, Write};
 
 use sonda_timeline::names::{one_line, thread_name};
 use sonda_timeline::{ThreadIx, Timeline};
-use sonda_trace::{Pid, Tid, TraceMeta};
+use sonda_trace::{Pid, ThreadInfo, Tid, TraceMeta};
 
 /// A thread's place in Paraver's model: application, task and thread, all 1-based.
 /// With a CPU this is the `cpu:appl:task:thread` tuple that begins every record.
@@ -50,8 +50,14 @@ pub struct Layout {
 impl Layout {
     /// The model of the threads and processes `meta` names.
     pub fn new(meta: &TraceMeta) -> Layout {
+        Layout::of(meta, |_| true)
+    }
+
+    /// The model of the threads of `meta` that `keep` selects (a process without one
+    /// has no application).
+    pub fn of(meta: &TraceMeta, keep: impl Fn(&ThreadInfo) -> bool) -> Layout {
         let mut by_pid: BTreeMap<Pid, Vec<Tid>> = BTreeMap::new();
-        for t in meta.threads.values() {
+        for t in meta.threads.values().filter(|t| keep(t)) {
             by_pid.entry(t.pid).or_default().push(t.tid);
         }
         let mut applications = Vec::new();

@@ -1,12 +1,17 @@
 //! Writes a sonda trace as a Paraver trace: `STEM.prv` (header and records),
-//! `STEM.pcf` (state and event labels, colours) and `STEM.row` (CPU, node, process and
-//! thread names).
+//! `STEM.pcf` (state and event labels, colours), `STEM.row` (CPU, node, process and
+//! thread names) and ready-made views `STEM.<view>.cfg` (module `cfg`).
 //!
 //! [`export`] is the stable entry point for the `sonda paraver` command. The thread
 //! states, calls and spans come from `sonda_timeline`; this crate lays them out in
 //! Paraver's model (one application per process, one task, its threads: module
 //! `layout`), numbers them ([`conventions`], the one place for Paraver numbers), and
 //! writes them in the order Paraver needs with bounded memory (module `reorder`).
+//!
+//! Options ([`ExportOptions`]) choose a time window ([`TimeWindow`]), the threads shown
+//! ([`ThreadPattern`], JVM-internal threads in or out: module `select`), wakeups as
+//! communications, and a progress callback; memory stays bounded by the reorder
+//! limit and the number of threads, whatever the trace's length.
 //!
 //! What the output guarantees (checked by `prvcheck` in the tests): every thread's
 //! states cover `[0, END]` exactly (Not created before its creation and after its end),
@@ -16,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod cfg;
 pub mod conventions;
 mod export;
 mod header;
@@ -23,28 +29,57 @@ pub mod layout;
 mod pcf;
 mod records;
 mod reorder;
+pub mod select;
 mod translate;
+mod window;
 
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use sonda_timeline::Repairs;
 use sonda_trace::ReadError;
 
+pub use select::ThreadPattern;
+pub use window::{parse_time, TimeWindow};
+
 /// Records the reorder buffer holds by default before it splits long states (about
 /// 16 MiB of records; see [`ExportOptions::reorder_limit`]).
 pub const DEFAULT_REORDER_LIMIT: usize = 1 << 19;
 
+/// Told how far an export got: `(records read, records in the trace)`, every few
+/// thousand records and once at the end.
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl Progress {
+    /// A progress callback.
+    pub fn new(f: impl Fn(u64, u64) + Send + Sync + 'static) -> Progress {
+        Progress(Arc::new(f))
+    }
+
+    pub(crate) fn tell(&self, done: u64, total: u64) {
+        (self.0)(done, total)
+    }
+}
+
+impl fmt::Debug for Progress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Progress(..)")
+    }
+}
+
 /// How to export. Build with `ExportOptions::default()` and the `with_` methods:
-/// fields will be added (a time window, a thread filter, JVM-internal threads on or
-/// off, `.cfg` views).
+/// fields may be added.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ExportOptions {
-    /// Write wakeups as Paraver communications from the waker (at its
-    /// `sched_waking`) to the wakee (when it next runs). Only between followed threads.
+    /// Write wakeups as Paraver communications (record type 3) from the waker (when
+    /// it woke the thread, `sched_waking`) to the wakee (when it next runs). Only
+    /// between threads the Paraver trace holds: a wakeup by a thread the trace does not
+    /// follow (an interrupt, another program) is left out. On by default.
     pub wakeups: bool,
     /// The date in the `.prv` header (UTC); `None`: now.
     pub date: Option<SystemTime>,
@@ -52,14 +87,29 @@ pub struct ExportOptions {
     /// in pieces (Paraver shows consecutive pieces as one state). Bounds memory at
     /// about 32 bytes per record.
     pub reorder_limit: usize,
+    /// The part of the trace to export (default: all of it).
+    pub window: TimeWindow,
+    /// Threads to export: those matching any pattern (none: every thread).
+    pub threads: Vec<ThreadPattern>,
+    /// Whether JVM-internal threads are exported (see [`select`]). On by default.
+    pub jvm_internal: bool,
+    /// Whether to write the ready-made `.cfg` views. On by default.
+    pub cfgs: bool,
+    /// Called as the export progresses.
+    pub progress: Option<Progress>,
 }
 
 impl Default for ExportOptions {
     fn default() -> ExportOptions {
         ExportOptions {
-            wakeups: false,
+            wakeups: true,
             date: None,
             reorder_limit: DEFAULT_REORDER_LIMIT,
+            window: TimeWindow::default(),
+            threads: Vec::new(),
+            jvm_internal: true,
+            cfgs: true,
+            progress: None,
         }
     }
 }
@@ -82,6 +132,36 @@ impl ExportOptions {
         self.reorder_limit = records.max(1);
         self
     }
+
+    /// Exports only `window`.
+    pub fn with_window(mut self, window: TimeWindow) -> ExportOptions {
+        self.window = window;
+        self
+    }
+
+    /// Exports only the threads matching one of `patterns`.
+    pub fn with_threads(mut self, patterns: Vec<ThreadPattern>) -> ExportOptions {
+        self.threads = patterns;
+        self
+    }
+
+    /// Includes JVM-internal threads (or not).
+    pub fn with_jvm_internal(mut self, on: bool) -> ExportOptions {
+        self.jvm_internal = on;
+        self
+    }
+
+    /// Writes the `.cfg` views (or not).
+    pub fn with_cfgs(mut self, on: bool) -> ExportOptions {
+        self.cfgs = on;
+        self
+    }
+
+    /// Reports progress to `progress`.
+    pub fn with_progress(mut self, progress: Progress) -> ExportOptions {
+        self.progress = Some(progress);
+        self
+    }
 }
 
 /// What an export wrote.
@@ -94,13 +174,18 @@ pub struct ExportSummary {
     pub pcf: PathBuf,
     /// The `.row` written.
     pub row: PathBuf,
+    /// The `.cfg` views written.
+    pub cfgs: Vec<PathBuf>,
+    /// Where the exported window begins in the trace (ns from its origin): Paraver's
+    /// time 0.
+    pub from_ns: u64,
     /// Paraver applications (processes).
     pub applications: usize,
     /// Paraver threads.
     pub threads: usize,
     /// CPUs in the header.
     pub cpus: u16,
-    /// The trace's end, ns from its origin (the header's end time).
+    /// The Paraver trace's end (the header's end time): ns from the window's start.
     pub end_ns: u64,
     /// Timed records read from the trace.
     pub trace_records: u64,
@@ -143,6 +228,22 @@ pub enum ExportError {
         /// (why it may hold nothing).
         damage: Option<ReadError>,
     },
+    /// The time window does not overlap the trace.
+    Window {
+        /// The trace.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The thread filter (and the JVM-internal rule) left no thread.
+    NoThreads {
+        /// The trace.
+        path: PathBuf,
+        /// The patterns given.
+        patterns: Vec<String>,
+        /// Whether JVM-internal threads were left out.
+        jvm_internal_out: bool,
+    },
     /// An output file could not be written.
     Write {
         /// The file.
@@ -167,6 +268,24 @@ impl fmt::Display for ExportError {
                     None => Ok(()),
                 }
             }
+            ExportError::Window { path, reason } => write!(f, "{}: {reason}", path.display()),
+            ExportError::NoThreads {
+                path,
+                patterns,
+                jvm_internal_out,
+            } => {
+                write!(f, "{}: no thread ", path.display())?;
+                if !patterns.is_empty() {
+                    write!(f, "matches --threads {}", patterns.join(", "))?;
+                    if *jvm_internal_out {
+                        write!(f, " once ")?;
+                    }
+                }
+                if *jvm_internal_out {
+                    write!(f, "JVM-internal threads are left out")?;
+                }
+                Ok(())
+            }
             ExportError::Write { path, source } => {
                 write!(f, "cannot write {}: {source}", path.display())
             }
@@ -180,13 +299,15 @@ impl std::error::Error for ExportError {
             ExportError::Read { source, .. } => Some(source),
             ExportError::Write { source, .. } => Some(source),
             ExportError::Empty { damage, .. } => damage.as_ref().map(|d| d as _),
+            ExportError::Window { .. } | ExportError::NoThreads { .. } => None,
         }
     }
 }
 
-/// Exports the trace at `trace` to `STEM.prv`, `STEM.pcf` and `STEM.row` (`stem` plus
-/// the extension: `out/app` gives `out/app.prv`). A cut or damaged trace is exported
-/// up to where it stops, and [`ExportSummary::damage`] says where.
+/// Exports the trace at `trace` to `STEM.prv`, `STEM.pcf`, `STEM.row` and the
+/// `STEM.<view>.cfg` views (`stem` plus the extension: `out/app` gives `out/app.prv`).
+/// A cut or damaged trace is exported up to where it stops, and
+/// [`ExportSummary::damage`] says where.
 pub fn export(
     trace: &Path,
     stem: &Path,

@@ -2,14 +2,22 @@
 //! numbers, calls on the user-function type, GC and monitor events, wakeups as
 //! communications. Every value written is one the `.pcf` will label: values the
 //! trace's metadata does not name are remembered and labelled with their number.
+//!
+//! Times are shifted to Paraver's 0 (the trace's origin, or the window's start):
+//! anything before it is left out and a state that straddles it is clipped.
+//!
+//! Only Running states carry a CPU (1-based); other states have CPU 0. Paraver puts
+//! every record with a CPU in that CPU's row, so a sleeping thread marked with the CPU
+//! it last ran on would show as active there in the CPU view; where a thread waits or
+//! sleeps is in the trace (and the report), not in the `.prv`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use sonda_timeline::names::one_line;
 use sonda_timeline::{
-    At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, MonitorWait, Sink, UserValue,
-    WakeEdge,
+    At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, MonitorWait, Sink,
+    ThreadState, UserValue, WakeEdge,
 };
 use sonda_trace::{Cpu, Meta, Time, TraceMeta};
 
@@ -24,7 +32,8 @@ const MAX_VALUE: u64 = i32::MAX as u64;
 /// The translating sink.
 pub(crate) struct Translate {
     pub reorder: Reorder,
-    origin: u64,
+    /// Absolute time of Paraver's 0.
+    zero: u64,
     cpus: u16,
     wakeups: bool,
     known_methods: FxHashSet<u32>,
@@ -42,10 +51,23 @@ pub(crate) struct Translate {
     pub cutting: bool,
     /// State records that are pieces added by cuts.
     pub pieces: u64,
+    /// What was written, for the `.cfg` views.
+    pub wrote: Wrote,
+}
+
+/// Which kinds of events were written, and their largest values.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Wrote {
+    pub functions: bool,
+    pub max_function: u32,
+    pub gc: bool,
+    pub monitors: bool,
+    pub max_monitor: u32,
 }
 
 impl Translate {
-    pub fn new(meta: &TraceMeta, origin: Time, rows: usize, cpus: u16, wakeups: bool) -> Translate {
+    /// A sink writing rows for `rows` threads, times from `zero` (absolute).
+    pub fn new(meta: &TraceMeta, zero: Time, rows: usize, cpus: u16, wakeups: bool) -> Translate {
         let max_method = meta
             .methods
             .keys()
@@ -67,7 +89,7 @@ impl Translate {
             .collect();
         Translate {
             reorder: Reorder::new(rows),
-            origin: origin.0,
+            zero: zero.0,
             cpus,
             wakeups,
             known_methods: meta.methods.keys().copied().collect(),
@@ -81,11 +103,17 @@ impl Translate {
             skipped: 0,
             cutting: false,
             pieces: 0,
+            wrote: Wrote::default(),
         }
     }
 
     fn time(&self, t: Time) -> u64 {
-        t.0.saturating_sub(self.origin)
+        t.0.saturating_sub(self.zero)
+    }
+
+    /// Whether `t` is at or after Paraver's 0 (inside the window).
+    fn visible(&self, t: Time) -> bool {
+        t.0 >= self.zero
     }
 
     /// Paraver's CPU: 1-based, 0 for none (or one the header does not have).
@@ -101,6 +129,9 @@ impl Translate {
     }
 
     fn event(&mut self, at: &At, ty: u32, value: i64) {
+        if !self.visible(at.time) {
+            return;
+        }
         let cpu = self.cpu(at.cpu);
         self.reorder.event(Line::Event {
             time: self.time(at.time),
@@ -240,10 +271,16 @@ fn native_label(meta: &TraceMeta, addr: u64) -> String {
 
 impl Sink for Translate {
     fn interval(&mut self, iv: &Interval) {
+        if !self.visible(iv.end) || iv.end.0 == self.zero {
+            return;
+        }
         self.pieces += u64::from(self.cutting);
-        let cpu = self.cpu(iv.cpu);
+        let cpu = match iv.state {
+            ThreadState::Running => self.cpu(iv.cpu),
+            _ => 0,
+        };
         self.reorder.state(Line::State {
-            begin: self.time(iv.begin),
+            begin: self.time(iv.begin.max(Time(self.zero))),
             end: self.time(iv.end),
             obj: iv.thread.0,
             cpu,
@@ -252,8 +289,15 @@ impl Sink for Translate {
     }
 
     fn enter(&mut self, call: &CallEnter) {
+        if !self.visible(call.at.time) {
+            return;
+        }
         match self.function_value(call.frame) {
-            Some(v) => self.event(&call.at, event::USER_FUNCTION, v),
+            Some(v) => {
+                self.wrote.functions = true;
+                self.wrote.max_function = self.wrote.max_function.max(v as u32);
+                self.event(&call.at, event::USER_FUNCTION, v)
+            }
             None => self.skipped += 1,
         }
     }
@@ -275,6 +319,7 @@ impl Sink for Translate {
             return;
         };
         let value = if gc.edge == Edge::Begin { 1 } else { 0 };
+        self.wrote.gc |= self.visible(at.time);
         self.event(&at, event::GC, value);
     }
 
@@ -291,6 +336,10 @@ impl Sink for Translate {
         } else {
             0
         };
+        if self.visible(wait.at.time) {
+            self.wrote.monitors = true;
+            self.wrote.max_monitor = self.wrote.max_monitor.max(wait.class);
+        }
         self.event(&wait.at, event::MONITOR, value);
     }
 
@@ -298,6 +347,9 @@ impl Sink for Translate {
         let (true, Some(from)) = (self.wakeups, edge.waker_thread) else {
             return;
         };
+        if !self.visible(edge.sent) {
+            return;
+        }
         let from_cpu = self.cpu(Some(edge.waker_cpu));
         let to_cpu = self.cpu(edge.received.cpu);
         self.reorder.comm(Line::Comm {

@@ -223,8 +223,8 @@ fn showcase_exports_exactly() {
         "1:0:1:1:4:0:400:2",
         "1:2:1:1:4:460:490:1",
         "1:0:1:1:4:490:1000:2",
-        "1:2:2:1:1:140:260:12",
-        "1:2:2:1:1:310:590:15",
+        "1:0:2:1:1:140:260:12",
+        "1:0:2:1:1:310:590:15",
         "1:0:1:1:5:0:1000:9",
         "2:1:1:1:1:160:60000019:1",
         "2:1:1:1:1:250:49000001:3",
@@ -263,13 +263,18 @@ fn showcase_exports_exactly() {
         assert!(pcf.contains(label), "{label:?} not in the .pcf");
     }
     assert_eq!(prv.state(101, state::RUNNING), 715);
-    assert!(prv.comms.is_empty());
+    // Wakeups are on by default; only Running states carry a CPU.
+    assert_eq!(prv.comms.len(), 3);
+    assert!(prv.lines.iter().filter(|l| l.starts_with("1:")).all(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f[7] == "1") == (f[1] != "0")
+    }));
 }
 
 #[test]
 fn wakeups_become_communications() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, s) = exported(&showcase(), dir.path(), "wake", &opts().with_wakeups(true));
+    let (_, s) = exported(&showcase(), dir.path(), "wake", &opts());
     let prv = Prv::load(&s);
     assert_eq!(
         prv.comms,

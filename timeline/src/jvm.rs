@@ -30,6 +30,11 @@ impl GcTracker {
         Some((begin, tid))
     }
 
+    /// Every collection still open: (process, when it began, the thread that began it).
+    pub fn open(&self) -> impl Iterator<Item = (Pid, Time, Tid)> + '_ {
+        self.open.iter().copied()
+    }
+
     /// Every collection still open, removed.
     pub fn drain(&mut self) -> impl Iterator<Item = (Pid, Time, Tid)> + '_ {
         self.open.drain(..)

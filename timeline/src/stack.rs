@@ -113,6 +113,11 @@ impl CallStack {
         n
     }
 
+    /// The open frames, outermost first.
+    pub fn frames(&self) -> impl Iterator<Item = Frame> + '_ {
+        self.frames.iter().map(|f| f.frame)
+    }
+
     /// Current depth.
     #[cfg(test)]
     pub fn depth(&self) -> usize {

@@ -8,7 +8,7 @@
 //! trace's length. Each record costs one or two hash look-ups and a few comparisons.
 
 use rustc_hash::FxHashMap;
-use sonda_trace::{Cpu, Event, Record, Source, SwitchOut, Tid, Time};
+use sonda_trace::{Cpu, Event, Pid, Record, Source, SwitchOut, Tid, Time};
 
 use crate::jvm::{GcTracker, MonitorWaitOpen};
 use crate::output::{
@@ -232,6 +232,27 @@ impl Timeline {
         }
     }
 
+    /// What is open on thread `ix`: its calls (outermost first) and the monitor class it
+    /// waits for. For a consumer that starts its output mid-trace (a time window) and
+    /// must open there what began before.
+    pub fn open_spans(&self, ix: ThreadIx) -> (impl Iterator<Item = Frame> + '_, Option<u32>) {
+        let t = &self.tracks[ix.get()];
+        (t.stack.frames(), t.monitor.map(|m| m.class))
+    }
+
+    /// The garbage collections in progress: (process, when it began, the thread that
+    /// began it, if followed).
+    pub fn open_gcs(&self) -> impl Iterator<Item = (Pid, Time, Option<ThreadIx>)> + '_ {
+        self.gc
+            .open()
+            .map(|(pid, begin, tid)| (pid, begin, self.thread(tid)))
+    }
+
+    /// Where and when thread `ix` is at `time` (its current CPU).
+    pub fn at(&self, ix: ThreadIx, time: Time) -> At {
+        self.at_index(ix.get(), time)
+    }
+
     /// The thread `tid`'s index, after applying `event` as its first evidence if no
     /// record named it before.
     fn seen(&mut self, tid: Tid, event: &Event) -> Option<usize> {
@@ -245,7 +266,7 @@ impl Timeline {
         Some(i)
     }
 
-    fn at(&self, i: usize, time: Time) -> At {
+    fn at_index(&self, i: usize, time: Time) -> At {
         let s = &self.tracks[i].sched;
         At {
             thread: ThreadIx(i as u32),
@@ -267,7 +288,7 @@ impl Timeline {
                 next,
             } => {
                 if let Some(i) = self.seen(prev, event) {
-                    let last = self.at(i, time);
+                    let last = self.at_index(i, time);
                     let ends = self.ends_on_switch_out(i, prev_state);
                     if ends {
                         self.close_agent_spans(i, last, out);
@@ -276,7 +297,7 @@ impl Timeline {
                 }
                 if let Some(i) = self.seen(next, event) {
                     let from = self.tracks[i].sched.switch_in(time, cpu, out);
-                    let at = self.at(i, time);
+                    let at = self.at_index(i, time);
                     if let Some(from) = from {
                         out.migration(&Migration { at, from });
                     }
@@ -317,7 +338,7 @@ impl Timeline {
             }
             Event::TaskExit { tid } => {
                 if let Some(i) = self.seen(tid, event) {
-                    let last = self.at(i, time);
+                    let last = self.at_index(i, time);
                     if self.source == Source::Procfs && !self.tracks[i].sched.is_ended() {
                         self.close_agent_spans(i, last, out);
                     }
@@ -352,7 +373,7 @@ impl Timeline {
                     self.tracks[i].sched.stats.conflicts += 1;
                     return;
                 };
-                let last = self.at(i, time);
+                let last = self.at_index(i, time);
                 if state == SwitchOut::Dead && !self.tracks[i].sched.is_ended() {
                     self.close_agent_spans(i, last, out);
                 }
@@ -375,12 +396,12 @@ impl Timeline {
             }
             Event::ThreadEnd { tid } => {
                 if let Some(i) = self.agent_thread(tid, event) {
-                    let at = self.at(i, time);
+                    let at = self.at_index(i, time);
                     self.close_agent_spans(i, at, out);
                 }
             }
             Event::GcStart { pid, tid } => {
-                let at = self.seen(tid, event).map(|i| self.at(i, time));
+                let at = self.seen(tid, event).map(|i| self.at_index(i, time));
                 if self.gc.start(pid, tid, time) {
                     out.gc(&GcSpan {
                         pid,
@@ -397,7 +418,9 @@ impl Timeline {
                 match self.gc.end(pid) {
                     Some((begin, started_on)) => {
                         // On the thread that began it, so that begin and end pair up.
-                        let at = self.thread(started_on).map(|ix| self.at(ix.get(), time));
+                        let at = self
+                            .thread(started_on)
+                            .map(|ix| self.at_index(ix.get(), time));
                         out.gc(&GcSpan {
                             pid,
                             at,
@@ -413,7 +436,7 @@ impl Timeline {
             }
             Event::MonitorContended { tid, class } => {
                 if let Some(i) = self.agent_thread(tid, event) {
-                    let at = self.at(i, time);
+                    let at = self.at_index(i, time);
                     if let Some(open) = self.tracks[i].monitor.take() {
                         self.repairs.unmatched_monitor += 1;
                         out.monitor(&MonitorWait {
@@ -435,7 +458,7 @@ impl Timeline {
             }
             Event::MonitorEntered { tid, .. } => {
                 if let Some(i) = self.agent_thread(tid, event) {
-                    let at = self.at(i, time);
+                    let at = self.at_index(i, time);
                     match self.tracks[i].monitor.take() {
                         Some(open) => out.monitor(&MonitorWait {
                             at,
@@ -464,7 +487,7 @@ impl Timeline {
             Event::User { tid, kind, value } => {
                 if let Some(i) = self.agent_thread(tid, event) {
                     out.user(&UserValue {
-                        at: self.at(i, time),
+                        at: self.at_index(i, time),
                         kind,
                         value,
                     });
@@ -502,7 +525,7 @@ impl Timeline {
         let run = self.tracks[i].sched.running_ns(time);
         match self.tracks[i].stack.enter(frame, time, run) {
             Some(depth) => out.enter(&CallEnter {
-                at: self.at(i, time),
+                at: self.at_index(i, time),
                 frame,
                 depth,
             }),
@@ -522,7 +545,7 @@ impl Timeline {
         let Some(i) = self.agent_thread(tid, event) else {
             return;
         };
-        let at = self.at(i, time);
+        let at = self.at_index(i, time);
         let run = self.tracks[i].sched.running_ns(time);
         match self.tracks[i]
             .stack
@@ -559,14 +582,14 @@ impl Timeline {
     pub fn finish(&mut self, end: Time, out: &mut impl Sink) {
         for i in 0..self.tracks.len() {
             if !self.tracks[i].sched.is_ended() {
-                let at = self.at(i, end);
+                let at = self.at_index(i, end);
                 self.close_agent_spans(i, at, out);
             }
             self.tracks[i].sched.finish(end, out);
         }
         let open: Vec<_> = self.gc.drain().collect();
         for (pid, begin, tid) in open {
-            let at = self.thread(tid).map(|ix| self.at(ix.get(), end));
+            let at = self.thread(tid).map(|ix| self.at_index(ix.get(), end));
             out.gc(&GcSpan {
                 pid,
                 at,
