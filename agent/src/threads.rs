@@ -14,6 +14,7 @@
 //! does the agent fall back to matching kernel names (`comm`, the first 15 bytes of the
 //! Java name), and then only where the match is unique.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
@@ -22,6 +23,11 @@ use sonda_trace::{Meta, Pid, Tid};
 
 use crate::jvmti::{Jni, JniError, Jvmti, Local};
 use crate::{buffers, clock, counters, meta, os};
+
+thread_local! {
+    /// Whether this OS thread was named by its own ThreadStart.
+    static NAMED_HERE: Cell<bool> = const { Cell::new(false) };
+}
 
 /// The set of tids already named, so that a thread seen both by ThreadStart and by the
 /// enumeration of live threads is named once. A tid leaves the set at ThreadEnd (the
@@ -46,12 +52,21 @@ impl Threads {
 
     /// JVMTI ThreadStart, on the new thread. In the start phase (before VMInit) JVMTI
     /// cannot tell the thread's name yet; the thread is then named at VMInit.
+    ///
+    /// An OS thread that was already a named Java thread and attaches again (the
+    /// launcher's main thread detaches and comes back as "DestroyJavaVM" to shut the JVM
+    /// down; native code may attach and detach repeatedly) keeps its first name: one
+    /// kernel thread, one name in the trace.
     pub fn started(&self, jvmti: Jvmti, jni: &Jni<'_>, thread: Local<'_>) {
         let time = clock::now();
         let tid = buffers::current_tid();
         buffers::record(time, records::THREAD_START, 0);
+        if NAMED_HERE.try_with(Cell::get).unwrap_or(false) {
+            return;
+        }
         if let Ok(info) = jvmti.thread_info(jni, thread) {
             self.name(tid, info.name, info.daemon);
+            let _ = NAMED_HERE.try_with(|n| n.set(true));
         }
     }
 
@@ -98,6 +113,7 @@ impl Threads {
             if let Ok(info) = jvmti.thread_info(jni, t) {
                 if current.is_some_and(|c| jni.same_object(c, t)) {
                     self.name(buffers::current_tid(), info.name, info.daemon);
+                    let _ = NAMED_HERE.try_with(|n| n.set(true));
                 } else {
                     let java_id = thread_class.and_then(|c| jni.long_field(t, c, c"tid").ok());
                     pending.push((java_id, info.name, info.daemon));

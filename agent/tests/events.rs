@@ -88,6 +88,8 @@ fn threads_are_named_with_their_kernel_tid() {
             assert_eq!(slot.state, SlotState::Retired);
         }
     }
+    // The launcher's main thread re-attaches as "DestroyJavaVM" at exit: still "main".
+    assert!(!named.iter().any(|n| n.1 == "DestroyJavaVM"), "{named:?}");
     // Threads alive before VMInit: named with the tid whose kernel name matches.
     let comms: BTreeMap<u32, String> = tagged_lines(&out, "task")
         .into_iter()
