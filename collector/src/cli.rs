@@ -21,8 +21,11 @@ pub enum Command {
     /// Run a command and record it until it exits: kernel scheduling of all its threads
     /// and child processes, and, in JVMs, the selected methods and JVM events.
     Record(RecordArgs),
-    /// Export a trace to Paraver: STEM.prv, STEM.pcf and STEM.row.
+    /// Export a trace to Paraver: STEM.prv, STEM.pcf, STEM.row and ready-made views
+    /// (STEM.*.cfg).
     Paraver(ParaverArgs),
+    /// Merge traces recorded at the same time on the same host into one trace.
+    Merge(MergeArgs),
     /// Print a trace's summary: threads' states, garbage collections, monitors, methods.
     Report(ReportArgs),
 }
@@ -38,14 +41,49 @@ pub struct ParaverArgs {
     #[arg(short, long, value_name = "STEM")]
     pub output: PathBuf,
 
-    /// Draw wakeups as communications from the waking thread to the woken one.
+    /// Leave out wakeups (drawn by default as communications from the waking thread
+    /// to the woken one, between exported threads).
     #[arg(long)]
-    pub wakeups: bool,
+    pub no_wakeups: bool,
+
+    /// Export from this time on (from the trace's start: 1.5s, 200ms, 30us or ns).
+    #[arg(long, value_name = "TIME", value_parser = sonda_paraver::parse_time)]
+    pub from: Option<u64>,
+
+    /// Export up to this time (from the trace's start, as --from).
+    #[arg(long, value_name = "TIME", value_parser = sonda_paraver::parse_time)]
+    pub to: Option<u64>,
+
+    /// Export only threads matching PATTERN: a thread id, or a glob (`*`, `?`) on the
+    /// thread's Java or kernel name (repeatable: a thread matching any is exported).
+    #[arg(long = "threads", value_name = "PATTERN")]
+    pub threads: Vec<String>,
+
+    /// Leave out JVM-internal threads: a JVM's native threads (GC, compiler, VM
+    /// thread) and the JDK's own daemon threads (Reference Handler, Finalizer, ...).
+    #[arg(long)]
+    pub no_jvm_internal: bool,
+
+    /// Do not write the ready-made Paraver views (STEM.*.cfg).
+    #[arg(long)]
+    pub no_cfgs: bool,
 
     /// Most records held back to put them in Paraver's order; past it, long states are
     /// written in pieces (bounds memory at about 32 bytes a record).
     #[arg(long, value_name = "RECORDS")]
     pub reorder_limit: Option<usize>,
+}
+
+/// `sonda merge`.
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The traces to merge (recorded at the same time on the same host).
+    #[arg(value_name = "TRACE", required = true, num_args = 2..)]
+    pub traces: Vec<PathBuf>,
+
+    /// The merged trace to write.
+    #[arg(short, long, value_name = "TRACE")]
+    pub output: PathBuf,
 }
 
 /// `sonda report`.

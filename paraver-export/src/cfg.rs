@@ -15,9 +15,9 @@
 //!   in a value is the method's exclusive time;
 //! - calls: `Last Evt Val` of type 60000019 without stacking: every enter begins one
 //!   burst of its value, so `# Bursts` per value counts calls;
-//! - CPUs: CPU level, `Active Thd` of thread function `Thread ID`: a CPU shows the
-//!   thread whose running state is on it (only Running states carry a CPU, see
-//!   `translate`), 0 when idle.
+//! - CPUs: CPU level, `Active Thd` of `Last Evt Val` of type 49000003: a CPU shows the
+//!   row number of the thread running on it, 0 when none of the trace's threads runs
+//!   there (see `translate` for why these events and not the states).
 
 use std::io::{self, Write};
 
@@ -56,6 +56,8 @@ pub(crate) struct CfgFacts {
     pub max_monitor: u32,
     /// Number of Paraver threads (the CPU view's value range).
     pub threads: u32,
+    /// Whether the CPU view's events were written.
+    pub cpu_view: bool,
     /// Whether GC events were written.
     pub gc: bool,
     /// Whether monitor events were written.
@@ -115,22 +117,6 @@ pub(crate) fn cfg_files(facts: &CfgFacts) -> Vec<CfgFile> {
             text: render(&[STATES], &[]),
         },
         CfgFile {
-            suffix: "cpus",
-            text: render(
-                &[Window {
-                    name: "Threads on each CPU",
-                    level: "cpu",
-                    thread_function: "Thread ID",
-                    cpu_function: "Active Thd",
-                    compose_thread: "As Is",
-                    event_types: &[],
-                    code_colors: true,
-                    max_y: facts.threads.max(1),
-                }],
-                &[],
-            ),
-        },
-        CfgFile {
             suffix: "state_profile",
             text: render(
                 &[STATES],
@@ -145,34 +131,57 @@ pub(crate) fn cfg_files(facts: &CfgFacts) -> Vec<CfgFile> {
             ),
         },
     ];
+    if facts.cpu_view {
+        files.push(CfgFile {
+            suffix: "cpus",
+            text: render(
+                &[Window {
+                    name: "Thread running on each CPU",
+                    level: "cpu",
+                    thread_function: "Last Evt Val",
+                    cpu_function: "Active Thd",
+                    compose_thread: "As Is",
+                    event_types: &[event::CPU_THREAD],
+                    code_colors: true,
+                    max_y: facts.threads.max(1),
+                }],
+                &[],
+            ),
+        });
+    }
     if facts.functions {
         let max = facts.max_function.max(1);
         files.push(CfgFile {
             suffix: "methods",
             text: render(&[methods(max)], &[]),
         });
+        // One profile per file: paramedir writes one histogram per configuration.
         files.push(CfgFile {
-            suffix: "method_profile",
+            suffix: "method_time",
             text: render(
-                &[methods(max), calls(max)],
-                &[
-                    Histogram {
-                        name: "Exclusive time per method per thread",
-                        control: 1,
-                        data: 1,
-                        statistic: "Time",
-                        min: 1,
-                        max,
-                    },
-                    Histogram {
-                        name: "Calls per method per thread",
-                        control: 2,
-                        data: 2,
-                        statistic: "# Bursts",
-                        min: 1,
-                        max,
-                    },
-                ],
+                &[methods(max)],
+                &[Histogram {
+                    name: "Exclusive time per method per thread",
+                    control: 1,
+                    data: 1,
+                    statistic: "Time",
+                    min: 1,
+                    max,
+                }],
+            ),
+        });
+        files.push(CfgFile {
+            suffix: "method_calls",
+            text: render(
+                &[calls(max)],
+                &[Histogram {
+                    name: "Calls per method per thread",
+                    control: 1,
+                    data: 1,
+                    statistic: "# Bursts",
+                    min: 1,
+                    max,
+                }],
             ),
         });
     }
@@ -384,6 +393,7 @@ mod tests {
             max_function: 7,
             max_monitor: 3,
             threads: 4,
+            cpu_view: true,
             gc: false,
             monitors: true,
             functions: true,
@@ -394,26 +404,28 @@ mod tests {
             names,
             [
                 "states",
-                "cpus",
                 "state_profile",
+                "cpus",
                 "methods",
-                "method_profile",
+                "method_time",
+                "method_calls",
                 "monitors"
             ]
         );
-        let profile = &files[4].text;
+        let time = &files[4].text;
         assert!(
-            profile.starts_with("#ParaverCFG\nConfigFile.Version: 3.4\nConfigFile.NumWindows: 2\n")
+            time.starts_with("#ParaverCFG\nConfigFile.Version: 3.4\nConfigFile.NumWindows: 1\n")
         );
-        assert!(profile.contains("{compose_thread, Stacked Val}"));
-        assert!(profile.contains("window_filter_module evt_type 1 60000019\n"));
-        assert!(profile.contains("Analyzer2D.Statistic: # Bursts\n"));
-        assert!(profile.contains("Analyzer2D.ControlWindow: 2\nAnalyzer2D.DataWindow: 2\n"));
-        assert!(profile.contains("Analyzer2D.Maximum: 7.000000000000\n"));
-        assert!(files[1].text.contains("window_level cpu\n"));
-        assert!(
-            files[1].text.contains("{cpu, Active Thd}")
-                && files[1].text.contains("{thread, Thread ID}")
-        );
+        assert!(time.contains("{compose_thread, Stacked Val}"));
+        assert!(time.contains("window_filter_module evt_type 1 60000019\n"));
+        assert!(time.contains("Analyzer2D.Statistic: Time\n"));
+        assert!(time.contains("Analyzer2D.Maximum: 7.000000000000\n"));
+        let calls = &files[5].text;
+        assert!(calls.contains("{compose_thread, As Is}"));
+        assert!(calls.contains("Analyzer2D.Statistic: # Bursts\n"));
+        let cpus = &files[2].text;
+        assert!(cpus.contains("window_level cpu\n"));
+        assert!(cpus.contains("{cpu, Active Thd}") && cpus.contains("{thread, Last Evt Val}"));
+        assert!(cpus.contains("window_filter_module evt_type 1 49000003\n"));
     }
 }

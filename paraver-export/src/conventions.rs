@@ -33,6 +33,9 @@ pub mod event {
     pub const EXCEPTION_EXIT: u32 = 49000001;
     /// Monitor contention: value = monitor class id while waiting, 0 once entered.
     pub const MONITOR: u32 = 49000002;
+    /// The thread running on a CPU (the CPU view): value = the thread's Paraver row
+    /// (1-based) when it starts running there, 0 when it stops.
+    pub const CPU_THREAD: u32 = 49000003;
     /// C API values (`Event::User`): type = `USER_BASE + kind`.
     pub const USER_BASE: u32 = 70000000;
     /// Largest `kind` a C API value may have to get its own type.

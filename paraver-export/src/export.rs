@@ -155,7 +155,8 @@ pub(crate) fn export(
     }
 
     let pcf = with_ext(stem, "pcf");
-    let labels = sink.labels(&meta, &method_labels(&meta));
+    let mut labels = sink.labels(&meta, &method_labels(&meta));
+    labels.threads = layout.thread_labels(&meta, &timeline);
     write_file(&pcf, |out| write_pcf(out, &labels)).map_err(write_error(&pcf))?;
     let row = with_ext(stem, "row");
     write_file(&row, |out| layout.write_row(&meta, &timeline, out)).map_err(write_error(&row))?;
@@ -165,6 +166,7 @@ pub(crate) fn export(
             max_function: sink.wrote.max_function,
             max_monitor: sink.wrote.max_monitor,
             threads: layout.threads.len() as u32,
+            cpu_view: sink.wrote.cpu_view,
             gc: sink.wrote.gc,
             monitors: sink.wrote.monitors,
             functions: sink.wrote.functions,

@@ -117,16 +117,28 @@ impl Layout {
             }
         }
         writeln!(out, "\nLEVEL THREAD SIZE {}", self.threads.len())?;
-        for (i, (tid, _)) in self.threads.iter().enumerate() {
-            let renamed = timeline.renamed(ThreadIx(i as u32));
-            let name = meta
-                .threads
-                .get(tid)
-                .map(|t| one_line(thread_name(t, renamed)))
-                .unwrap_or_default();
-            writeln!(out, "{name} ({tid})")?;
+        for label in self.thread_labels(meta, timeline) {
+            writeln!(out, "{label}")?;
         }
         Ok(())
+    }
+
+    /// Every thread's label, in row order: the Java name, else the kernel's (after
+    /// renames), then the tid.
+    pub fn thread_labels(&self, meta: &TraceMeta, timeline: &Timeline) -> Vec<String> {
+        self.threads
+            .iter()
+            .enumerate()
+            .map(|(i, (tid, _))| {
+                let renamed = timeline.renamed(ThreadIx(i as u32));
+                let name = meta
+                    .threads
+                    .get(tid)
+                    .map(|t| one_line(thread_name(t, renamed)))
+                    .unwrap_or_default();
+                format!("{name} ({tid})")
+            })
+            .collect()
     }
 }
 

@@ -17,6 +17,8 @@ pub(crate) struct Labels {
     pub monitors: Vec<(u32, String)>,
     /// C API types.
     pub user_types: Vec<UserType>,
+    /// Thread labels in row order (the values of the CPU view).
+    pub threads: Vec<String>,
 }
 
 /// A C API event type and its labelled values (none: no `VALUES` list).
@@ -74,6 +76,14 @@ pub(crate) fn write_pcf(out: &mut dyn Write, labels: &Labels) -> io::Result<()> 
         "Monitor contention (waiting for a monitor of class)",
         monitors,
     )?;
+    let threads = std::iter::once((0, "None".to_string())).chain(
+        labels
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.clone())),
+    );
+    section(out, event::CPU_THREAD, "Running thread (CPU view)", threads)?;
     for u in &labels.user_types {
         section(out, u.ty, &u.name, u.values.iter().cloned())?;
     }
@@ -113,6 +123,7 @@ mod tests {
                 name: "phase".into(),
                 values: vec![(1, "warm-up".into())],
             }],
+            threads: vec!["main (7)".into()],
         };
         let mut out = Vec::new();
         write_pcf(&mut out, &labels).unwrap();
@@ -123,6 +134,9 @@ mod tests {
         assert!(text.contains("EVENT_TYPE\n0    49000002    Monitor contention"));
         assert!(text.contains("3      java.lang.Object"));
         assert!(text.contains("0    70000004    phase\nVALUES\n1      warm-up\n"));
+        assert!(text.contains(
+            "0    49000003    Running thread (CPU view)\nVALUES\n0      None\n1      main (7)\n"
+        ));
     }
 
     #[test]

@@ -6,18 +6,24 @@
 //! Times are shifted to Paraver's 0 (the trace's origin, or the window's start):
 //! anything before it is left out and a state that straddles it is clipped.
 //!
-//! Only Running states carry a CPU (1-based); other states have CPU 0. Paraver puts
-//! every record with a CPU in that CPU's row, so a sleeping thread marked with the CPU
-//! it last ran on would show as active there in the CPU view; where a thread waits or
-//! sleeps is in the trace (and the report), not in the `.prv`.
+//! CPUs: Paraver builds each CPU's row from every record that names that CPU, ordered
+//! by time only, with ties in thread order. At a context switch the outgoing thread's
+//! state ends at the very instant the incoming one's begins, so when the incoming
+//! thread has the lower row, Paraver's CPU view would show the outgoing one (or
+//! nothing) for the whole next time slice. So states carry no CPU (0); the CPU view is
+//! made of events of type [`event::CPU_THREAD`]: a thread's row number with its CPU
+//! when it starts running there, 0 when it stops, with the CPU only when no other
+//! thread of the trace takes over at that instant (else CPU 0, out of the CPU's row).
+//! Other events and communications carry the CPU their thread runs on, and 0 when it
+//! is not running.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use sonda_timeline::names::one_line;
 use sonda_timeline::{
-    At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, MonitorWait, Sink,
-    ThreadState, UserValue, WakeEdge,
+    At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, MonitorWait, OnCpu, Sink,
+    UserValue, WakeEdge,
 };
 use sonda_trace::{Cpu, Meta, Time, TraceMeta};
 
@@ -53,11 +59,14 @@ pub(crate) struct Translate {
     pub pieces: u64,
     /// What was written, for the `.cfg` views.
     pub wrote: Wrote,
+    /// The CPU (Paraver's, 1-based) each row runs on, 0 when not running.
+    running: Vec<u16>,
 }
 
 /// Which kinds of events were written, and their largest values.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Wrote {
+    pub cpu_view: bool,
     pub functions: bool,
     pub max_function: u32,
     pub gc: bool,
@@ -104,6 +113,7 @@ impl Translate {
             cutting: false,
             pieces: 0,
             wrote: Wrote::default(),
+            running: vec![0; rows],
         }
     }
 
@@ -132,7 +142,7 @@ impl Translate {
         if !self.visible(at.time) {
             return;
         }
-        let cpu = self.cpu(at.cpu);
+        let cpu = self.running[at.thread.get()];
         self.reorder.event(Line::Event {
             time: self.time(at.time),
             value,
@@ -205,6 +215,7 @@ impl Translate {
             methods,
             monitors,
             user_types,
+            threads: Vec::new(),
         }
     }
 
@@ -275,10 +286,8 @@ impl Sink for Translate {
             return;
         }
         self.pieces += u64::from(self.cutting);
-        let cpu = match iv.state {
-            ThreadState::Running => self.cpu(iv.cpu),
-            _ => 0,
-        };
+        // No CPU on states: see the module documentation.
+        let cpu = 0;
         self.reorder.state(Line::State {
             begin: self.time(iv.begin.max(Time(self.zero))),
             end: self.time(iv.end),
@@ -350,8 +359,8 @@ impl Sink for Translate {
         if !self.visible(edge.sent) {
             return;
         }
-        let from_cpu = self.cpu(Some(edge.waker_cpu));
-        let to_cpu = self.cpu(edge.received.cpu);
+        let from_cpu = self.running[from.get()];
+        let to_cpu = self.running[edge.received.thread.get()];
         self.reorder.comm(Line::Comm {
             sent: self.time(edge.sent),
             received: self.time(edge.received.time),
@@ -360,6 +369,20 @@ impl Sink for Translate {
             from_cpu,
             to_cpu,
         });
+    }
+
+    fn on_cpu(&mut self, r: &OnCpu) {
+        let row = r.at.thread.get();
+        let cpu = self.cpu(Some(r.cpu));
+        if r.starts {
+            self.running[row] = cpu;
+            self.wrote.cpu_view |= self.visible(r.at.time);
+            self.event(&r.at, event::CPU_THREAD, row as i64 + 1);
+        } else {
+            self.running[row] = if r.handover { 0 } else { cpu };
+            self.event(&r.at, event::CPU_THREAD, 0);
+            self.running[row] = 0;
+        }
     }
 
     fn user(&mut self, u: &UserValue) {

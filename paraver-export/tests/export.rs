@@ -219,9 +219,9 @@ fn showcase_exports_exactly() {
     // does not exist before 400 nor after 490; method 1 entered on CPU 0 at 160; the GC
     // on the VM thread; the monitor wait; the exit by exception.
     for line in [
-        "1:2:1:1:1:0:100:1",
+        "1:0:1:1:1:0:100:1",
         "1:0:1:1:4:0:400:2",
-        "1:2:1:1:4:460:490:1",
+        "1:0:1:1:4:460:490:1",
         "1:0:1:1:4:490:1000:2",
         "1:0:2:1:1:140:260:12",
         "1:0:2:1:1:310:590:15",
@@ -263,12 +263,23 @@ fn showcase_exports_exactly() {
         assert!(pcf.contains(label), "{label:?} not in the .pcf");
     }
     assert_eq!(prv.state(101, state::RUNNING), 715);
-    // Wakeups are on by default; only Running states carry a CPU.
+    // Wakeups are on by default. States carry no CPU; the CPU view is made of events:
+    // main (row 1) starts on CPU 1 at 150; at 270 worker-1 (row 2) hands CPU 2 over to
+    // dd (row 7, not of the trace's rows before it), so its stop has no CPU.
     assert_eq!(prv.comms.len(), 3);
-    assert!(prv.lines.iter().filter(|l| l.starts_with("1:")).all(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f[7] == "1") == (f[1] != "0")
-    }));
+    assert!(prv
+        .lines
+        .iter()
+        .filter(|l| l.starts_with("1:"))
+        .all(|l| l.starts_with("1:0:")));
+    for line in [
+        "2:1:1:1:1:150:49000003:1",
+        "2:0:1:1:2:270:49000003:0",
+        "2:2:2:1:1:270:49000003:7",
+        "2:1:1:1:3:360:49000003:0",
+    ] {
+        assert!(prv.lines.iter().any(|l| l == line), "{line} missing");
+    }
 }
 
 #[test]

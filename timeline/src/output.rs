@@ -179,6 +179,21 @@ pub struct Migration {
     pub from: Cpu,
 }
 
+/// A thread starts or stops running on a CPU (a context switch), delivered at its own
+/// time. For views that follow CPUs rather than threads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct OnCpu {
+    /// The thread and the time (`at.cpu` is the CPU it runs on, or ran on).
+    pub at: At,
+    /// The CPU.
+    pub cpu: Cpu,
+    /// Whether it starts running (else it stops).
+    pub starts: bool,
+    /// For a stop: another thread of the trace starts on the same CPU at the same
+    /// instant (the same context switch).
+    pub handover: bool,
+}
+
 /// A typed value from the C API (`Event::User`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct UserValue {
@@ -207,6 +222,8 @@ pub trait Sink {
     fn wake(&mut self, _edge: &WakeEdge) {}
     /// A thread changed CPU.
     fn migration(&mut self, _m: &Migration) {}
+    /// A thread started or stopped running on a CPU.
+    fn on_cpu(&mut self, _r: &OnCpu) {}
     /// A C API value.
     fn user(&mut self, _u: &UserValue) {}
 }

@@ -12,7 +12,7 @@ use sonda_trace::{Cpu, Event, Pid, Record, Source, SwitchOut, Tid, Time};
 
 use crate::jvm::{GcTracker, MonitorWaitOpen};
 use crate::output::{
-    At, CallEnter, CallExit, Edge, Frame, GcSpan, Migration, MonitorWait, Sink, ThreadIx,
+    At, CallEnter, CallExit, Edge, Frame, GcSpan, Migration, MonitorWait, OnCpu, Sink, ThreadIx,
     UserValue, WakeEdge,
 };
 use crate::procfs::Sample;
@@ -287,17 +287,50 @@ impl Timeline {
                 prev_state,
                 next,
             } => {
+                let next_followed = next.0 != 0 && self.index.contains_key(&next);
                 if let Some(i) = self.seen(prev, event) {
                     let last = self.at_index(i, time);
                     let ends = self.ends_on_switch_out(i, prev_state);
                     if ends {
                         self.close_agent_spans(i, last, out);
                     }
+                    let was_running = self.tracks[i].sched.state() == ThreadState::Running
+                        && !self.tracks[i].sched.is_ended();
                     self.tracks[i].sched.switch_out(time, cpu, prev_state, out);
+                    if was_running {
+                        out.on_cpu(&OnCpu {
+                            at: last,
+                            cpu,
+                            starts: false,
+                            handover: next_followed,
+                        });
+                    }
                 }
                 if let Some(i) = self.seen(next, event) {
+                    let before = self.at_index(i, time);
+                    let (state, ended) = (
+                        self.tracks[i].sched.state(),
+                        self.tracks[i].sched.is_ended(),
+                    );
                     let from = self.tracks[i].sched.switch_in(time, cpu, out);
                     let at = self.at_index(i, time);
+                    if !ended {
+                        if let (ThreadState::Running, Some(old)) = (state, before.cpu) {
+                            // Its switch-out was lost: it stops on the CPU it was on.
+                            out.on_cpu(&OnCpu {
+                                at: before,
+                                cpu: old,
+                                starts: false,
+                                handover: old == cpu,
+                            });
+                        }
+                        out.on_cpu(&OnCpu {
+                            at,
+                            cpu,
+                            starts: true,
+                            handover: false,
+                        });
+                    }
                     if let Some(from) = from {
                         out.migration(&Migration { at, from });
                     }

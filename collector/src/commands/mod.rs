@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod merge;
 pub mod paraver;
 pub mod record;
 pub mod report;
@@ -11,6 +12,7 @@ pub fn run(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Record(args) => record::run(args),
         Command::Paraver(args) => paraver::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Report(args) => report::run(args),
     }
 }
