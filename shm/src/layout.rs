@@ -48,6 +48,10 @@ pub mod hdr {
     pub const HEARTBEAT: usize = 104;
     /// AtomicU32: the collector's pid.
     pub const COLLECTOR_PID: usize = 112;
+    /// AtomicU32: [`super::AgentState`], written by the agent of an attach (one process
+    /// per file) so that the collector knows when the instrumentation is in place and
+    /// when it was taken out again. Zero in files of older agents.
+    pub const AGENT_STATE: usize = 116;
 }
 
 /// Offsets of slot header fields.
@@ -93,6 +97,31 @@ impl SlotState {
             2 => SlotState::Owned,
             3 => SlotState::Retired,
             _ => SlotState::Free,
+        }
+    }
+}
+
+/// Where an attached agent is in its recording (header word [`hdr::AGENT_STATE`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum AgentState {
+    /// Not reported yet: starting, or an agent that does not report.
+    Starting = 0,
+    /// Recording: probes linked and already-loaded classes instrumented (or found
+    /// impossible to instrument, with a warning in the metadata log).
+    Recording = 1,
+    /// Stopped on the collector's request: events off, original classes restored, end
+    /// counters written. Nothing more will be written.
+    Stopped = 2,
+}
+
+impl AgentState {
+    /// Decodes a state word (unknown values read as `Starting`).
+    pub fn from_u32(v: u32) -> AgentState {
+        match v {
+            1 => AgentState::Recording,
+            2 => AgentState::Stopped,
+            _ => AgentState::Starting,
         }
     }
 }

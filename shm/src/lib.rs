@@ -7,9 +7,10 @@
 //! (methods, threads, classes) go to an append-only metadata log that is never
 //! overwritten. See [`layout`] for the byte layout.
 
+pub mod attach_codes;
 pub mod layout;
 pub mod records;
 mod region;
 
-pub use layout::{Clock, Geometry, SlotState};
+pub use layout::{AgentState, Clock, Geometry, SlotState};
 pub use region::{OpenError, Producer, Region, SlotInfo};

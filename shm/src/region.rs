@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use memmap2::MmapRaw;
 
 use crate::layout::{
-    hdr, slot, Clock, Geometry, SlotState, CONFIG_LEN, HEADER_LEN, MAGIC, SLOT_HEADER_LEN, UNIT,
-    VERSION,
+    hdr, slot, AgentState, Clock, Geometry, SlotState, CONFIG_LEN, HEADER_LEN, MAGIC,
+    SLOT_HEADER_LEN, UNIT, VERSION,
 };
 
 /// Why an agent could not use a shared file.
@@ -237,6 +237,17 @@ impl Region {
         (id < 1 << 31).then_some(id)
     }
 
+    /// Makes every method id handed out from now on at least `floor`: an agent that
+    /// recorded into an earlier file keeps its old ids out of this one's range, so
+    /// that a probe still running old code (a method entered before its class was
+    /// restored) can be told apart. Returns the first id of this file's range.
+    pub fn raise_method_ids_to(&self, floor: u32) -> u32 {
+        let before = self
+            .u32(hdr::NEXT_METHOD_ID)
+            .fetch_max(floor, Ordering::Relaxed);
+        before.max(floor)
+    }
+
     /// Hands out a new monitor class id.
     pub fn next_class_id(&self) -> u32 {
         self.u32(hdr::NEXT_CLASS_ID).fetch_add(1, Ordering::Relaxed)
@@ -245,6 +256,23 @@ impl Region {
     /// Whether the collector asked agents to stop recording.
     pub fn stop_requested(&self) -> bool {
         self.u32(hdr::STOP).load(Ordering::Acquire) != 0
+    }
+
+    /// The collector's last heartbeat (its `CLOCK_MONOTONIC` ns; 0 before the first).
+    pub fn last_heartbeat(&self) -> u64 {
+        self.u64(hdr::HEARTBEAT).load(Ordering::Acquire)
+    }
+
+    /// The collector's pid, as the collector sees it (another pid namespace may give
+    /// it another number, or none).
+    pub fn collector_pid(&self) -> u32 {
+        self.u32(hdr::COLLECTOR_PID).load(Ordering::Acquire)
+    }
+
+    /// Reports where the agent is (attach: one agent per file).
+    pub fn set_agent_state(&self, state: AgentState) {
+        self.u32(hdr::AGENT_STATE)
+            .store(state as u32, Ordering::Release);
     }
 
     /// Appends one metadata record (opaque bytes, at most 16 MiB). Returns false, and
@@ -401,6 +429,11 @@ impl Region {
     /// Asks agents to stop recording (and, after an attach, to restore classes).
     pub fn request_stop(&self) {
         self.u32(hdr::STOP).store(1, Ordering::Release);
+    }
+
+    /// Where the (attached) agent is; `Starting` until it says.
+    pub fn agent_state(&self) -> AgentState {
+        AgentState::from_u32(self.u32(hdr::AGENT_STATE).load(Ordering::Acquire))
     }
 
     /// Records that the collector is alive at `now`.

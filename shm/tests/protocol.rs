@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sonda_shm::records::{decode, head, ENTER, FUNC_ENTER};
-use sonda_shm::{Clock, Geometry, Region, SlotState};
+use sonda_shm::{AgentState, Clock, Geometry, Region, SlotState};
 
 fn region(slots: u32, ring_len: u32) -> (&'static Region, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -115,4 +115,32 @@ fn metadata_log_keeps_everything_until_full() {
     assert_eq!(seen.len(), n);
     assert_eq!(seen[5], "record 5");
     assert!(r.meta_drops() >= 1);
+}
+
+#[test]
+fn agent_state_heartbeat_and_method_id_floor_cross_the_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("buf");
+    let geo = Geometry {
+        slots: 2,
+        ring_len: 4096,
+        meta_len: 1 << 16,
+    };
+    let collector = Region::create(&path, geo, Clock::Monotonic, "mode=attach\n").unwrap();
+    let agent = Region::open(&path).unwrap();
+    assert_eq!(agent.agent_state(), AgentState::Starting);
+    assert_eq!(agent.last_heartbeat(), 0);
+    assert_eq!(agent.collector_pid(), std::process::id());
+    collector.heartbeat(123_456);
+    assert_eq!(agent.last_heartbeat(), 123_456);
+    agent.set_agent_state(AgentState::Recording);
+    assert_eq!(collector.agent_state(), AgentState::Recording);
+    agent.set_agent_state(AgentState::Stopped);
+    assert_eq!(collector.agent_state(), AgentState::Stopped);
+    // Ids start at 1; a floor moves them up once, never down.
+    assert_eq!(agent.next_method_id(), Some(1));
+    assert_eq!(agent.raise_method_ids_to(40), 40);
+    assert_eq!(agent.next_method_id(), Some(40));
+    assert_eq!(agent.raise_method_ids_to(5), 41);
+    assert_eq!(agent.next_method_id(), Some(41));
 }
