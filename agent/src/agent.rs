@@ -4,13 +4,25 @@
 //! Start-up fails closed: any problem prints one `sonda: ...` line on stderr (there is
 //! no trace to put it in yet) and leaves the JVM running, unrecorded. Later problems go
 //! to the trace as `Meta::Warning`s.
+//!
+//! # Recordings
+//! A JVM started with `-agentpath` has one recording, for its whole life. A JVM the
+//! collector attached to may have several, one after the other: the collector stops a
+//! recording (the shared file's stop flag, see `stop`), the agent restores the classes
+//! and goes idle, and a later attach loads the library again. HotSpot then calls
+//! `Agent_OnAttach` of the library it already has, whose statics survived: the agent
+//! starts a new [`State`] on the new buffer file, keeping the JVMTI environment of the
+//! first load (its capabilities, callbacks and object tags). Each `State` is leaked, so
+//! an event handler that still holds the previous one never sees it freed. Only one
+//! recording runs at a time: an attach while one runs is refused with a return code
+//! (`sonda_shm::attach_codes`) that the collector turns into a message.
 
 use std::cell::RefCell;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Once, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::{Mutex, Once, OnceLock};
 
 use sonda_filter::MethodFilter;
-use sonda_shm::Region;
+use sonda_shm::{attach_codes, AgentState, Region};
 use sonda_trace::{Meta, Pid, Runtime};
 
 use crate::jvmti::{self, Capabilities, Event, Jni, Jvmti, LoadMode, Vm};
@@ -18,17 +30,26 @@ use crate::monitors::Monitors;
 use crate::options::{parse_config, parse_options, Config};
 use crate::threads::Threads;
 use crate::transform::Transformer;
-use crate::{buffers, clock, meta, os};
+use crate::{buffers, clock, counters, meta, os, probe};
 
-/// The agent: its state exists once start-up succeeded.
+/// The agent: the JVMTI environment of its first load and the current recording.
 pub struct Agent {
-    state: OnceLock<State>,
+    /// The JVMTI environment, kept from the first load that succeeded.
+    env: OnceLock<Jvmti>,
+    /// The current (or last) recording: null before the first; a leaked `State`.
+    current: AtomicPtr<State>,
+    /// One load at a time.
+    loading: Mutex<()>,
 }
 
-/// What the event handlers share.
+/// One recording: what the event handlers share while it runs.
 pub struct State {
     /// The agent's JVMTI environment.
     pub jvmti: Jvmti,
+    /// How the library was loaded for this recording.
+    pub mode: LoadMode,
+    /// This recording's buffer file (mapped for good).
+    pub region: &'static Region,
     /// The collector's configuration.
     pub config: Config,
     /// Method tracing, when `methods=` selected some.
@@ -43,12 +64,20 @@ pub struct State {
     pub ended: AtomicBool,
     /// Whether the collector's stop request was handled.
     pub stopped: AtomicBool,
+    /// Whether the recording is entirely over (stopped, restored, reported): only then
+    /// may another start.
+    pub over: AtomicBool,
+    /// Serialises instrumenting the loaded classes with restoring them, which run on
+    /// different agent threads.
+    pub transforming: Mutex<()>,
     /// The JVMTI events enabled at start-up.
     pub events: OnceLock<Vec<Event>>,
 }
 
 static AGENT: Agent = Agent {
-    state: OnceLock::new(),
+    env: OnceLock::new(),
+    current: AtomicPtr::new(std::ptr::null_mut()),
+    loading: Mutex::new(()),
 };
 
 thread_local! {
@@ -70,39 +99,119 @@ pub fn install() {
     });
 }
 
+/// Why a load did not start a recording: the code `Agent_OnAttach` returns, and the
+/// line for the JVM's stderr.
+struct Refusal {
+    code: i32,
+    message: String,
+}
+
+impl Refusal {
+    fn new(code: i32, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
 impl Agent {
-    /// The state, once start-up succeeded.
-    pub fn state(&self) -> Option<&State> {
-        self.state.get()
+    /// The current (or last) recording, once one started.
+    pub fn state(&self) -> Option<&'static State> {
+        let p = self.current.load(Ordering::Acquire);
+        // SAFETY: `current` is null or a pointer from Box::leak (in `load`), never
+        // freed: valid for the rest of the process.
+        unsafe { p.as_ref() }
     }
 
-    /// `Agent_OnLoad` / `Agent_OnAttach`.
-    pub fn load(&self, vm: Vm, jvmti: Jvmti, jni: Option<&Jni<'_>>, options: &str, mode: LoadMode) {
-        if self.state.get().is_some() {
-            eprintln!("sonda: the agent is already loaded in this JVM; ignoring this load");
-            return;
+    /// `Agent_OnLoad` / `Agent_OnAttach`: starts a recording. Returns what
+    /// `Agent_OnAttach` returns (`attach_codes`); `Agent_OnLoad` always returns 0.
+    ///
+    /// A refusal comes before anything is started (no callbacks, no thread), so that
+    /// HotSpot may unload the library again if this was its first load.
+    pub fn load(
+        &self,
+        vm: Vm,
+        jvmti: Jvmti,
+        jni: Option<&Jni<'_>>,
+        options: &str,
+        mode: LoadMode,
+    ) -> i32 {
+        let Ok(_one_at_a_time) = self.loading.lock() else {
+            return attach_codes::INTERNAL;
+        };
+        match self.try_load(vm, jvmti, jni, options, mode) {
+            Ok(()) => attach_codes::OK,
+            Err(r) => {
+                eprintln!("sonda: {}; the JVM runs without recording", r.message);
+                r.code
+            }
         }
-        let state = match start(jvmti, options) {
+    }
+
+    fn try_load(
+        &self,
+        vm: Vm,
+        fresh: Jvmti,
+        jni: Option<&Jni<'_>>,
+        options: &str,
+        mode: LoadMode,
+    ) -> Result<(), Refusal> {
+        if let Some(previous) = self.state() {
+            let busy = match (previous.mode, previous.over.load(Ordering::Acquire)) {
+                (LoadMode::Launch, _) => Some(attach_codes::LAUNCHED),
+                (LoadMode::Attach, false) if previous.stopped.load(Ordering::Acquire) => {
+                    Some(attach_codes::STOPPING)
+                }
+                (LoadMode::Attach, false) => Some(attach_codes::BUSY),
+                (LoadMode::Attach, true) => None,
+            };
+            if let Some(code) = busy {
+                fresh.dispose();
+                let why = attach_codes::describe(code).unwrap_or("busy");
+                return Err(Refusal::new(code, format!("not attached: {why}")));
+            }
+        }
+        // Later loads reuse the first environment: its capabilities, callbacks and tags.
+        let jvmti = match self.env.get() {
+            Some(&env) => {
+                fresh.dispose();
+                env
+            }
+            None => fresh,
+        };
+        let state = match start(jvmti, options, mode) {
             Ok(s) => s,
-            Err(e) => {
-                eprintln!("sonda: {e}; the JVM runs without recording");
-                return;
+            Err(r) => {
+                if self.env.get().is_none() {
+                    jvmti.dispose();
+                }
+                return Err(r);
             }
         };
-        let _ = self.state.set(state);
-        let Some(state) = agent_state() else { return };
-        if let Err(e) = enable(state, mode) {
-            eprintln!("sonda: {e}; the JVM runs without recording");
+        if let Err(e) = enable(&state) {
             meta::warning(format!("agent disabled: {e}"));
-            return;
+            buffers::end_recording();
+            if self.env.get().is_none() {
+                jvmti.dispose();
+            }
+            return Err(Refusal::new(attach_codes::JVMTI, e));
         }
+        let _ = self.env.set(jvmti);
+        let state: &'static State = Box::leak(Box::new(state));
+        self.current
+            .store((state as *const State).cast_mut(), Ordering::Release);
         crate::stop::watch(state, vm);
         if mode == LoadMode::Attach {
             match jni {
                 Some(jni) => crate::events::live_start(state, jni, None, Some(vm)),
-                None => meta::warning("attach without a JNI environment: nothing recorded"),
+                None => {
+                    meta::warning("attach without a JNI environment: nothing recorded");
+                    state.region.set_agent_state(AgentState::Recording);
+                }
             }
         }
+        Ok(())
     }
 
     /// A handler panicked: report it once it is caught.
@@ -126,38 +235,52 @@ impl Agent {
     }
 }
 
-/// The agent's state for the life of the process, once start-up succeeded.
+/// The current (or last) recording, once one started.
 pub fn agent_state() -> Option<&'static State> {
-    AGENT.state.get()
+    AGENT.state()
 }
 
 /// Options, shared file, configuration: everything that can fail before recording.
-fn start(jvmti: Jvmti, options: &str) -> Result<State, String> {
-    let options = parse_options(options).map_err(|e| e.to_string())?;
-    let region = Region::open(&options.shm)
-        .map_err(|e| format!("cannot use buffer file {}: {e}", options.shm.display()))?;
+/// On success the buffer file is the current recording's.
+fn start(jvmti: Jvmti, options: &str, mode: LoadMode) -> Result<State, Refusal> {
+    let options = parse_options(options)
+        .map_err(|e| Refusal::new(attach_codes::BAD_OPTIONS, e.to_string()))?;
+    let region = Region::open(&options.shm).map_err(|e| {
+        Refusal::new(
+            attach_codes::BAD_BUFFER,
+            format!("cannot use buffer file {}: {e}", options.shm.display()),
+        )
+    })?;
+    // Ids above every id an earlier recording handed out (see `probe::FIRST_ID`).
+    let first_id = region.raise_method_ids_to(probe::next_floor());
     clock::select(region.clock());
     let config_text = region.config();
-    if !buffers::set_region(region) {
-        return Err("buffer file already mapped".into());
-    }
+    buffers::start_recording(region);
+    let region = buffers::region().expect("the recording just started");
+    probe::set_first_id(first_id);
+    counters::reset();
     meta::write(&Meta::Process {
         pid: Pid(buffers::pid()),
         ppid: Pid(std::os::unix::process::parent_id()),
         name: process_name(jvmti),
         runtime: Runtime::Java,
     });
-    let config = parse_config(&config_text).map_err(|e| {
-        meta::warning(format!("agent disabled: {e}"));
-        e.to_string()
-    })?;
+    let refuse = |what: String| {
+        meta::warning(format!("agent disabled: {what}"));
+        buffers::end_recording();
+        Refusal::new(attach_codes::BAD_CONFIG, what)
+    };
+    let config = parse_config(&config_text).map_err(|e| refuse(e.to_string()))?;
     let filter = MethodFilter::parse(&config.methods).map_err(|e| {
-        meta::warning(format!("agent disabled: bad methods filter: {e}"));
-        format!("bad methods filter in the buffer file's configuration: {e}")
+        refuse(format!(
+            "bad methods filter in the buffer file's configuration: {e}"
+        ))
     })?;
     let transformer = (!filter.is_empty()).then(|| Transformer::new(filter));
     Ok(State {
         jvmti,
+        mode,
+        region,
         config,
         transformer,
         threads: Threads::new(),
@@ -165,6 +288,8 @@ fn start(jvmti: Jvmti, options: &str) -> Result<State, String> {
         live: AtomicBool::new(false),
         ended: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
+        over: AtomicBool::new(false),
+        transforming: Mutex::new(()),
         events: OnceLock::new(),
     })
 }
@@ -179,8 +304,9 @@ fn process_name(jvmti: Jvmti) -> String {
 }
 
 /// Capabilities and events. Capabilities the VM cannot grant (after an attach) turn
-/// the matching feature off with a warning instead of failing.
-fn enable(state: &State, mode: LoadMode) -> Result<(), String> {
+/// the matching feature off with a warning instead of failing. An error means the
+/// callbacks were not installed.
+fn enable(state: &State) -> Result<(), String> {
     let jvmti = state.jvmti;
     let potential = jvmti
         .potential_capabilities()
@@ -221,7 +347,7 @@ fn enable(state: &State, mode: LoadMode) -> Result<(), String> {
         .install_callbacks()
         .map_err(|e| format!("cannot set JVMTI callbacks: {e}"))?;
     let mut events = vec![Event::VmDeath, Event::ThreadStart, Event::ThreadEnd];
-    if mode == LoadMode::Launch {
+    if state.mode == LoadMode::Launch {
         events.push(Event::VmInit);
     }
     if methods {

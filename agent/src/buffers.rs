@@ -11,10 +11,18 @@
 //! detaches, then re-attaches as "DestroyJavaVM") or for the VM (VMDeath): its next
 //! record claims a new slot. A thread that exits without ThreadEnd (a VM-internal or
 //! an attached native thread) retires its slot from a thread-local destructor.
+//!
+//! # Several recordings in one JVM
+//! After an attach, recording stops and may start again later with another buffer file
+//! (a second attach). Each recording's file is mapped once and never unmapped (a thread
+//! may be inside `push` on it at any moment; the mapping is kept, the collector removes
+//! the file), and is identified by the address of its leaked [`Recording`]. A thread's
+//! slot handle remembers that address: a handle from an earlier recording no longer
+//! matches [`current`] and the thread claims a slot in the new file. Between two
+//! recordings, the slow path finds no region and drops records uncounted.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use sonda_shm::records::head;
 use sonda_shm::{Producer, Region};
@@ -24,7 +32,16 @@ use crate::os;
 /// Events a thread without a slot counts as lost before it scans for a free slot again.
 pub const RETRY_CLAIM_AFTER: u32 = 4096;
 
-static REGION: OnceLock<Region> = OnceLock::new();
+/// One recording's buffer file, leaked: its address names the recording.
+pub struct Recording {
+    region: Region,
+    generation: u32,
+}
+
+/// The recording records go to; null before the first and between two recordings.
+static CURRENT: AtomicPtr<Recording> = AtomicPtr::new(std::ptr::null_mut());
+/// Recordings started in this process so far.
+static GENERATIONS: AtomicU32 = AtomicU32::new(0);
 static PID: AtomicU32 = AtomicU32::new(0);
 
 /// A thread's relation to its slot.
@@ -32,11 +49,11 @@ static PID: AtomicU32 = AtomicU32::new(0);
 enum Slot {
     /// No record yet: the next one claims a slot.
     Unclaimed,
-    /// Records go here.
-    Owned(Producer),
+    /// Records go here, while the recording is the current one.
+    Owned(Producer, *const Recording),
     /// No slot was free when the thread last tried: its events are counted lost, and it
     /// tries again after this many more (slots free up as other threads end).
-    Unavailable(u32),
+    Unavailable(u32, *const Recording),
     /// Records are ignored, uncounted (see [`muted`]).
     Muted,
     /// The OS thread is exiting (its thread-local destructors run): nothing more may
@@ -61,16 +78,37 @@ impl Drop for RetireAtExit {
     }
 }
 
-/// Keeps the mapped region for the life of the process (it is never unmapped: threads
-/// may record until the very end). Returns false if one was already set.
-pub fn set_region(region: Region) -> bool {
+/// Makes `region` the buffer of a new recording and returns the recording's generation
+/// (1 for the first). The previous recording's file stays mapped for good (see the
+/// module documentation).
+pub fn start_recording(region: Region) -> u32 {
     PID.store(std::process::id(), Ordering::Relaxed);
-    REGION.set(region).is_ok()
+    let generation = GENERATIONS.fetch_add(1, Ordering::AcqRel) + 1;
+    let recording = Box::leak(Box::new(Recording { region, generation }));
+    CURRENT.store(recording, Ordering::Release);
+    generation
 }
 
-/// The mapped region, once set.
+/// Ends the current recording: records and metadata go nowhere until the next one.
+pub fn end_recording() {
+    CURRENT.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+fn current() -> Option<&'static Recording> {
+    let p = CURRENT.load(Ordering::Acquire);
+    // SAFETY: CURRENT is null or a pointer from Box::leak in `start_recording`, never
+    // freed, so it is valid for the rest of the process.
+    unsafe { p.as_ref() }
+}
+
+/// The current recording's region, if one is running.
 pub fn region() -> Option<&'static Region> {
-    REGION.get()
+    current().map(|r| &r.region)
+}
+
+/// The current recording's generation (1 for the first), 0 when none runs.
+pub fn generation() -> u32 {
+    current().map_or(0, |r| r.generation)
 }
 
 /// This process's id (cached).
@@ -93,7 +131,8 @@ pub fn current_tid() -> u32 {
 #[inline(always)]
 pub fn record(time: u64, kind: u8, arg: u32) {
     let done = SLOT.try_with(|slot| match slot.get() {
-        Slot::Owned(p) => {
+        // One relaxed load: is the handle's recording still the current one?
+        Slot::Owned(p, r) if r == CURRENT.load(Ordering::Relaxed).cast_const() => {
             p.push(time, head(kind, 0, 0), arg);
             true
         }
@@ -104,27 +143,32 @@ pub fn record(time: u64, kind: u8, arg: u32) {
     }
 }
 
-/// First record of a thread (claims a slot), or a thread without one.
+/// First record of a thread in this recording (claims a slot), or a thread without one.
 #[cold]
 #[inline(never)]
 fn record_slow(time: u64, kind: u8, arg: u32) {
-    let Some(region) = region() else { return };
+    let Some(recording) = current() else { return };
+    let this: *const Recording = recording;
+    let region = &recording.region;
     let target = SLOT.try_with(|slot| match slot.get() {
-        Slot::Owned(p) => Some(Some(p)),
-        Slot::Unclaimed | Slot::Unavailable(0) => match region.claim(pid(), current_tid()) {
-            Some(p) => {
-                slot.set(Slot::Owned(p));
-                let _ = RETIRE_AT_EXIT.try_with(|_| ());
-                Some(Some(p))
-            }
-            None => {
-                slot.set(Slot::Unavailable(RETRY_CLAIM_AFTER));
-                Some(None)
-            }
-        },
-        Slot::Unavailable(n) => {
-            slot.set(Slot::Unavailable(n - 1));
+        Slot::Owned(p, r) if r == this => Some(Some(p)),
+        Slot::Unavailable(n, r) if r == this && n > 0 => {
+            slot.set(Slot::Unavailable(n - 1, r));
             Some(None)
+        }
+        // No slot yet, one of an earlier recording, or time to try again.
+        Slot::Unclaimed | Slot::Owned(..) | Slot::Unavailable(..) => {
+            match region.claim(pid(), current_tid()) {
+                Some(p) => {
+                    slot.set(Slot::Owned(p, this));
+                    let _ = RETIRE_AT_EXIT.try_with(|_| ());
+                    Some(Some(p))
+                }
+                None => {
+                    slot.set(Slot::Unavailable(RETRY_CLAIM_AFTER, this));
+                    Some(None)
+                }
+            }
         }
         Slot::Exited => Some(None),
         Slot::Muted => None,
@@ -152,10 +196,14 @@ pub fn muted<T>(f: impl FnOnce() -> T) -> T {
 /// Gives the calling thread's slot back (after its last record, THREAD_END); a later
 /// record claims a new one.
 pub fn retire_current() {
+    let now = CURRENT.load(Ordering::Acquire).cast_const();
     let _ = SLOT.try_with(|slot| {
-        if let Slot::Owned(p) = slot.get() {
+        if let Slot::Owned(p, r) = slot.get() {
             slot.set(Slot::Unclaimed);
-            p.retire();
+            // A slot of an earlier recording: its collector is gone, leave it.
+            if r == now {
+                p.retire();
+            }
         }
     });
 }

@@ -28,6 +28,11 @@ impl Counter {
         self.add(1);
     }
 
+    /// Back to zero (a new recording starts).
+    fn reset(&self) {
+        self.value.store(0, Ordering::Relaxed);
+    }
+
     /// The current value.
     pub fn get(&self) -> u64 {
         self.value.load(Ordering::Relaxed)
@@ -71,6 +76,13 @@ static ALL: [&Counter; 11] = [
     &MONITOR_CLASSES,
     &WARNINGS,
 ];
+
+/// Sets every counter back to zero: each recording reports its own totals.
+pub fn reset() {
+    for c in ALL {
+        c.reset();
+    }
+}
 
 /// Writes every counter to the metadata log.
 pub fn publish() {

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use sonda_shm::records;
+use sonda_shm::AgentState;
 
 use crate::agent::{Agent, State};
 use crate::jvmti::{ClassLoad, EventHandler, Jni, Jvmti, LoadMode, Local, Vm};
@@ -17,8 +18,8 @@ impl EventHandler for Agent {
         jni: Option<&Jni<'_>>,
         options: &str,
         mode: LoadMode,
-    ) {
-        self.load(vm, jvmti, jni, options, mode);
+    ) -> i32 {
+        self.load(vm, jvmti, jni, options, mode)
     }
 
     fn vm_init(&self, jni: &Jni<'_>, thread: Local<'_>) {
@@ -81,9 +82,14 @@ impl EventHandler for Agent {
 /// The start of the live phase: VMInit after a launch, or the attach itself. Defines
 /// the probes, names the threads alive now, and instruments the classes loaded so far.
 ///
-/// After an attach (`vm` given) the probe natives cannot link until `Agent_OnAttach`
-/// returned (see `probe::link`): linking and retransformation then continue on an agent
-/// thread ("sonda-attach") that retries for a few seconds, so the attach returns at once.
+/// After a first attach (`vm` given) the probe natives cannot link until
+/// `Agent_OnAttach` returned (see `probe::link`): linking and retransformation then
+/// continue on an agent thread ("sonda-attach") that retries for a few seconds, so the
+/// attach returns at once. After a later attach they are linked already, and the
+/// classes are instrumented before the attach returns.
+///
+/// When the loaded classes are instrumented (or that proved impossible), the header
+/// says `AgentState::Recording`: the collector waits for it.
 pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>>, vm: Option<Vm>) {
     if state.live.swap(true, Ordering::AcqRel) {
         return;
@@ -96,7 +102,7 @@ pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>
             "probe class {} not defined, no method is traced: {e}",
             probe::PROBE.class
         ));
-        return;
+        return recording(state);
     }
     match (probe::link(jni), vm) {
         (Ok(()), _) => instrument_loaded(state, jni),
@@ -115,23 +121,41 @@ pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>
                         "probe natives never linked, no method is traced: {e}"
                     ));
                 }
+                recording(state);
             });
             if let Err(e) = spawned {
                 meta::warning(format!(
                     "cannot start the agent thread, no method is traced: {e}"
                 ));
+                recording(state);
             }
         }
-        (Err(e), None) => meta::warning(format!(
-            "probe natives not linked, no method is traced: {e}"
-        )),
+        (Err(e), None) => {
+            meta::warning(format!(
+                "probe natives not linked, no method is traced: {e}"
+            ));
+            recording(state);
+        }
     }
 }
 
-/// Retransforms the loaded classes the filter may match (probes ready).
+/// Retransforms the loaded classes the filter may match (probes ready), unless the
+/// recording was stopped meanwhile; then says the recording runs.
 fn instrument_loaded(state: &State, jni: &Jni<'_>) {
     if let Some(t) = &state.transformer {
-        t.retransform_loaded(state.jvmti, jni);
+        let _serial = state.transforming.lock();
+        if !state.stopped.load(Ordering::Acquire) {
+            t.retransform_loaded(state.jvmti, jni);
+        }
+    }
+    recording(state);
+}
+
+/// Tells the collector the recording runs (instrumentation in place), unless it is
+/// already over.
+fn recording(state: &State) {
+    if !state.stopped.load(Ordering::Acquire) {
+        state.region.set_agent_state(AgentState::Recording);
     }
 }
 

@@ -3,8 +3,9 @@
 //! small id (`Meta::MonitorClass`, ids from `Region::next_class_id`).
 //!
 //! The time is read first, so the lookup does not shift the record. The class's id is
-//! kept as the JVMTI tag of the class object, so later contentions on the same class
-//! cost one GetTag; the first one per class name allocates and takes a lock (the thread
+//! kept as the JVMTI tag of the class object (with the recording's generation in the
+//! high half: tags outlive a recording, ids do not), so later contentions on the same
+//! class cost one GetTag; the first one per class name allocates and takes a lock (the thread
 //! is about to block anyway). The Entered event reuses the id its Enter found, kept in
 //! thread-local storage (a thread waits for one monitor at a time).
 
@@ -65,15 +66,16 @@ impl Monitors {
         let Ok(class) = jni.object_class(object) else {
             return 0;
         };
-        let id = match jvmti.tag(class) {
-            Ok(tag) if tag > 0 => tag as u32,
+        let generation = buffers::generation();
+        let id = match jvmti.tag(class).map(split_tag) {
+            Ok((g, id)) if g == generation && id > 0 => id,
             _ => {
                 let name = match jvmti.class_signature(class) {
                     Ok(sig) => class_name_of_signature(&sig),
                     Err(_) => "?".to_string(),
                 };
                 let id = self.intern(name);
-                let _ = jvmti.set_tag(class, i64::from(id));
+                let _ = jvmti.set_tag(class, make_tag(generation, id));
                 id
             }
         };
@@ -100,6 +102,16 @@ impl Monitors {
     }
 }
 
+/// A class tag: the recording's generation, then the class id.
+fn make_tag(generation: u32, id: u32) -> i64 {
+    (i64::from(generation) << 32) | i64::from(id)
+}
+
+/// (generation, class id) of a tag; an untagged class gives (0, 0).
+fn split_tag(tag: i64) -> (u32, u32) {
+    ((tag >> 32) as u32, tag as u32)
+}
+
 /// `Ljava/lang/Object;` → `java.lang.Object`; `[I` stays as the JVM writes it.
 fn class_name_of_signature(sig: &str) -> String {
     match sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) {
@@ -111,6 +123,16 @@ fn class_name_of_signature(sig: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tags_carry_the_generation() {
+        assert_eq!(split_tag(make_tag(3, 17)), (3, 17));
+        assert_eq!(
+            split_tag(make_tag(u32::MAX >> 1, u32::MAX)),
+            (u32::MAX >> 1, u32::MAX)
+        );
+        assert_eq!(split_tag(0), (0, 0));
+    }
 
     #[test]
     fn signatures_become_dotted_names() {

@@ -36,7 +36,7 @@
 use jni_sys::{jclass, jint, JNIEnv};
 use sonda_rewriter::{probe_class_bytes, ProbeClass};
 use sonda_shm::records;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::jvmti::{guard, Jni, JniError};
 use crate::{buffers, clock};
@@ -51,6 +51,29 @@ pub const PROBE: ProbeClass<'static> = ProbeClass {
 
 static DEFINED: AtomicBool = AtomicBool::new(false);
 static READY: AtomicBool = AtomicBool::new(false);
+/// The lowest method id of the current recording. A method entered while its class was
+/// instrumented keeps running that code after the class is restored, and its exit probe
+/// fires later, perhaps in a later recording: ids of earlier recordings lie below this
+/// floor (see `Region::raise_method_ids_to`) and are dropped.
+static FIRST_ID: AtomicU32 = AtomicU32::new(1);
+/// The highest method id any recording handed out plus one: the next recording's floor.
+static NEXT_FLOOR: AtomicU32 = AtomicU32::new(1);
+
+/// The id floor for a new recording: above every id handed out before.
+pub fn next_floor() -> u32 {
+    NEXT_FLOOR.load(Ordering::Acquire)
+}
+
+/// Sets the current recording's first method id.
+pub fn set_first_id(first: u32) {
+    FIRST_ID.store(first, Ordering::Release);
+    NEXT_FLOOR.fetch_max(first, Ordering::AcqRel);
+}
+
+/// Notes that `id` was handed out (raises the next recording's floor).
+pub fn note_id(id: u32) {
+    NEXT_FLOOR.fetch_max(id.saturating_add(1), Ordering::AcqRel);
+}
 
 /// Whether the probe class is defined and its natives linked: only then may classes be
 /// rewritten to call it.
@@ -137,10 +160,14 @@ pub extern "system" fn JavaCritical_java_lang_SondaProbe_exitByException(id: jin
     probe(records::LEAVE_EXCEPTION, id);
 }
 
-/// One probe: the time, then one record on the calling thread's ring.
+/// One probe: the time, then one record on the calling thread's ring. Ids of an
+/// earlier recording (stale code still running, see [`FIRST_ID`]) are ignored.
 #[inline(always)]
 fn probe(kind: u8, id: jint) {
     guard("SondaProbe", (), || {
-        buffers::record(clock::now(), kind, id as u32)
+        let id = id as u32;
+        if id >= FIRST_ID.load(Ordering::Relaxed) {
+            buffers::record(clock::now(), kind, id)
+        }
     });
 }

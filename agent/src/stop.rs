@@ -1,21 +1,29 @@
 //! Stopping when the collector asks (the shared file's stop flag, set at the end of an
 //! attach): the agent turns its JVMTI events off, gives the JVM back its original
-//! classes, and writes its end-of-recording warnings and counters, leaving the
-//! application as it was before the agent came.
+//! classes, writes its end-of-recording warnings and counters, and says so in the
+//! file's header (`AgentState::Stopped`), leaving the application as it was before
+//! the agent came. The library stays loaded, idle, ready for another attach.
 //!
 //! A plain OS thread ("sonda-watch", not a Java thread) polls the flag every 100 ms;
-//! when it is set it starts a Java agent thread for the JVMTI and JNI work.
+//! when it is set it starts a Java agent thread for the JVMTI and JNI work. After an
+//! attach it also stops the recording when the collector fell silent (no heartbeat for
+//! [`SILENCE`]: killed, say), so that a JVM is never left instrumented for nobody.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use sonda_shm::AgentState;
+
 use crate::agent::State;
-use crate::jvmti::{Event, Jni, Vm};
-use crate::{buffers, events, meta};
+use crate::jvmti::{Event, Jni, LoadMode, Vm};
+use crate::{buffers, events, meta, os};
 
 const POLL: Duration = Duration::from_millis(100);
+/// How long an attach's collector may stay silent before the agent stops by itself. A
+/// live collector beats every 50-100 ms.
+const SILENCE: Duration = Duration::from_secs(10);
 
-/// Starts the thread that watches the stop flag.
+/// Starts the thread that watches the stop flag of `state`'s recording.
 pub fn watch(state: &'static State, vm: Vm) {
     let spawned = std::thread::Builder::new()
         .name("sonda-watch".into())
@@ -24,8 +32,15 @@ pub fn watch(state: &'static State, vm: Vm) {
             if state.ended.load(Ordering::Acquire) {
                 return;
             }
-            let requested = buffers::region().is_some_and(|r| r.stop_requested());
-            if requested && state.live.load(Ordering::Acquire) {
+            let requested = state.region.stop_requested();
+            let silent = !requested && state.mode == LoadMode::Attach && collector_silent(state);
+            if (requested || silent) && state.live.load(Ordering::Acquire) {
+                if silent {
+                    meta::warning(format!(
+                        "the collector sent no heartbeat for {} s: recording stopped",
+                        SILENCE.as_secs()
+                    ));
+                }
                 if let Err(e) = vm.spawn_daemon("sonda-stop", move |jni| stop(state, jni)) {
                     meta::warning(format!("cannot stop recording: {e}"));
                 }
@@ -39,7 +54,15 @@ pub fn watch(state: &'static State, vm: Vm) {
     }
 }
 
-/// Stops recording and restores the original classes (live phase, once).
+/// Whether the collector's last heartbeat (same clock: `CLOCK_MONOTONIC`) is older
+/// than [`SILENCE`]. A file without heartbeats yet is not silent.
+fn collector_silent(state: &State) -> bool {
+    let beat = state.region.last_heartbeat();
+    beat != 0 && os::monotonic_ns().saturating_sub(beat) > SILENCE.as_nanos() as u64
+}
+
+/// Stops recording and restores the original classes (live phase, once). Then the
+/// recording is over: nothing more goes to its file, and another may start.
 pub fn stop(state: &State, jni: &Jni<'_>) {
     if state.stopped.swap(true, Ordering::AcqRel) {
         return;
@@ -50,9 +73,14 @@ pub fn stop(state: &State, jni: &Jni<'_>) {
         }
     }
     if let Some(t) = &state.transformer {
+        // After an instrumentation still running on the attach thread, if any.
+        let _serial = state.transforming.lock();
         // The hook must stay enabled while it hands back the original bytes.
         t.restore(state.jvmti, jni);
         let _ = state.jvmti.set_event(Event::ClassFileLoadHook, false);
     }
     events::finish(state);
+    buffers::end_recording();
+    state.region.set_agent_state(AgentState::Stopped);
+    state.over.store(true, Ordering::Release);
 }

@@ -25,8 +25,21 @@ use crate::jvmti::{Jni, JniError, Jvmti, Local};
 use crate::{buffers, clock, counters, meta, os};
 
 thread_local! {
-    /// Whether this OS thread was named by its own ThreadStart.
-    static NAMED_HERE: Cell<bool> = const { Cell::new(false) };
+    /// The recording (generation) in which this OS thread was named by its own
+    /// ThreadStart; 0: not named that way. Each recording names threads afresh.
+    static NAMED_HERE: Cell<u32> = const { Cell::new(0) };
+}
+
+fn named_here() -> bool {
+    let now = buffers::generation();
+    NAMED_HERE
+        .try_with(Cell::get)
+        .is_ok_and(|g| g != 0 && g == now)
+}
+
+fn set_named_here() {
+    let now = buffers::generation();
+    let _ = NAMED_HERE.try_with(|n| n.set(now));
 }
 
 /// The set of tids already named, so that a thread seen both by ThreadStart and by the
@@ -61,12 +74,12 @@ impl Threads {
         let time = clock::now();
         let tid = buffers::current_tid();
         buffers::record(time, records::THREAD_START, 0);
-        if NAMED_HERE.try_with(Cell::get).unwrap_or(false) {
+        if named_here() {
             return;
         }
         if let Ok(info) = jvmti.thread_info(jni, thread) {
             self.name(tid, info.name, info.daemon);
-            let _ = NAMED_HERE.try_with(|n| n.set(true));
+            set_named_here();
         }
     }
 
@@ -113,7 +126,7 @@ impl Threads {
             if let Ok(info) = jvmti.thread_info(jni, t) {
                 if current.is_some_and(|c| jni.same_object(c, t)) {
                     self.name(buffers::current_tid(), info.name, info.daemon);
-                    let _ = NAMED_HERE.try_with(|n| n.set(true));
+                    set_named_here();
                 } else {
                     let java_id = thread_class.and_then(|c| jni.long_field(t, c, c"tid").ok());
                     pending.push((java_id, info.name, info.daemon));

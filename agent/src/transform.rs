@@ -12,11 +12,13 @@
 //! the hook leaves them alone and [`Transformer::retransform_loaded`] retransforms the
 //! candidates once the probes are ready. Retransformation always starts from the bytes
 //! the class was loaded with, so retransforming again with the hook returning nothing
-//! gives the JVM back the original classes (for a later detach).
+//! gives the JVM back the original classes (for a later detach). Only the classes the
+//! hook rewrote are retransformed back, after any hook still running finished.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use sonda_filter::{MethodFilter, MethodRef};
 use sonda_rewriter::{class_name, instrument, MethodInfo};
@@ -33,6 +35,29 @@ pub struct Transformer {
     ids: Mutex<HashMap<MethodKey, MethodId>>,
     /// Off once recording stopped: the hook then leaves every class as loaded.
     enabled: AtomicBool,
+    /// Hooks running now (restoring waits for them).
+    in_flight: AtomicU32,
+    /// Internal names of the classes the hook rewrote: what restoring retransforms.
+    rewritten: Mutex<HashSet<String>>,
+}
+
+/// Longest wait for running hooks before restoring anyway.
+const HOOK_WAIT: Duration = Duration::from_secs(2);
+
+/// Counts a running hook while alive.
+struct InFlight<'a>(&'a AtomicU32);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicU32) -> InFlight<'a> {
+        counter.fetch_add(1, Ordering::AcqRel);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -62,11 +87,14 @@ impl Transformer {
             hits,
             ids: Mutex::new(HashMap::new()),
             enabled: AtomicBool::new(true),
+            in_flight: AtomicU32::new(0),
+            rewritten: Mutex::new(HashSet::new()),
         }
     }
 
     /// The ClassFileLoadHook: new bytes for `load`, or `None` to leave it unchanged.
     pub fn class_file_load(&self, load: &ClassLoad<'_>) -> Option<Vec<u8>> {
+        let _running = InFlight::enter(&self.in_flight);
         if !self.enabled.load(Ordering::Acquire) {
             return None;
         }
@@ -84,6 +112,9 @@ impl Transformer {
         match instrument(load.bytes, &PROBE, &mut |m| self.select(m)) {
             Ok(Some(done)) => {
                 counters::CLASSES_INSTRUMENTED.incr();
+                if let Ok(mut rewritten) = self.rewritten.lock() {
+                    rewritten.insert(name.clone());
+                }
                 let class = meta::dotted(&name);
                 let mut ids = self.ids.lock().ok()?;
                 for m in done.methods {
@@ -136,6 +167,7 @@ impl Transformer {
             return Some(e.id);
         }
         let id = buffers::region()?.next_method_id()?;
+        probe::note_id(id);
         ids.insert(
             key,
             MethodId {
@@ -158,14 +190,31 @@ impl Transformer {
     }
 
     /// Gives the JVM back the original classes: the hook stops rewriting, and every
-    /// loaded class the filter may match is retransformed from its original bytes.
+    /// loaded class it rewrote is retransformed from its original bytes (once the hooks
+    /// that were running have returned, so that none rewrites a class behind our back).
     pub fn restore(&self, jvmti: Jvmti, jni: &Jni<'_>) {
         self.enabled.store(false, Ordering::Release);
-        let Some(candidates) = self.loaded_candidates(jvmti, jni) else {
+        let deadline = Instant::now() + HOOK_WAIT;
+        while self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let rewritten = self.rewritten.lock().map(|r| r.clone()).unwrap_or_default();
+        let Some(mut candidates) = self.loaded_candidates(jvmti, jni) else {
             return;
         };
+        candidates.retain(|(class, name)| {
+            let keep = rewritten.contains(name);
+            if !keep {
+                jni.delete_local(*class);
+            }
+            keep
+        });
         let done = retransform(jvmti, jni, candidates);
         counters::CLASSES_RESTORED.add(done);
+        // Nothing asks for ids any more: the recording is over.
+        if let Ok(mut ids) = self.ids.lock() {
+            *ids = HashMap::new();
+        }
     }
 
     /// The loaded, modifiable classes the filter may match.

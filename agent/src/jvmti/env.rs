@@ -126,6 +126,13 @@ impl Jvmti {
         f.expect("JVMTI function table slot is empty")
     }
 
+    /// Gives the environment back to the VM (a later attach's own environment, when the
+    /// agent keeps using its first one). Its capabilities are relinquished.
+    pub fn dispose(self) {
+        // SAFETY: valid env, not used again by the caller (it is consumed).
+        let _ = unsafe { self.call(self.table().DisposeEnvironment)(self.0) };
+    }
+
     /// Capabilities this VM can grant now (fewer after an attach).
     pub fn potential_capabilities(&self) -> Result<Capabilities, JvmtiError> {
         let mut caps = Capabilities::default();

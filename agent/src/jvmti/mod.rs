@@ -105,7 +105,9 @@ pub trait EventHandler: Sync {
     /// hidden classes; `bytes` the class file. Returning bytes replaces the class.
     fn class_file_load(&self, load: &ClassLoad<'_>) -> Option<Vec<u8>>;
     /// The library was loaded: `Agent_OnLoad` or `Agent_OnAttach` with its option text.
-    /// Returns nothing: failures must leave the JVM running (the handler reports them).
+    /// Returns what `Agent_OnAttach` returns (0: recording; else the collector's
+    /// `attach_codes`); `Agent_OnLoad` returns 0 whatever it is, since anything else
+    /// would stop the JVM. Failures must leave the JVM running.
     fn agent_load(
         &self,
         vm: Vm,
@@ -113,7 +115,7 @@ pub trait EventHandler: Sync {
         jni: Option<&Jni<'_>>,
         options: &str,
         mode: LoadMode,
-    );
+    ) -> i32;
     /// A handler panicked in `place`; the glue caught it. `message` is the panic text.
     fn internal_error(&self, place: &'static str, message: &str);
 }
