@@ -354,6 +354,11 @@ impl<'a> Items<'a> {
     pub fn new(payload: &'a [u8]) -> Items<'a> {
         Items { buf: payload, pos: 0, failed: false }
     }
+
+    /// Bytes of the payload decoded so far (where the next item starts).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
 }
 
 impl Iterator for Items<'_> {

@@ -9,7 +9,7 @@ use std::io::BufReader;
 use std::path::Path;
 
 use crate::block::BlockKind;
-use crate::codec::Item;
+use crate::codec::{Item, Items};
 use crate::reader::{block_items, Block, ReadError, TraceReader};
 use crate::record::{Meta, Record, Runtime, Source};
 use crate::types::{Pid, Tid, Time};
@@ -196,36 +196,35 @@ impl TraceMeta {
 
 /// Streams the timed records of a trace in time order, one block in memory at a time.
 /// Yields at most one error, then ends: records before the damage are all delivered.
+/// Records are decoded one at a time from the block's payload, as they are asked for.
 pub struct Events {
     reader: TraceReader<BufReader<File>>,
     block: Option<Block>,
-    pos: Vec<Record>,
+    /// Where the next record starts in the block's payload.
+    pos: usize,
     failed: bool,
 }
 
 impl Events {
     /// Opens the trace at `path` for streaming.
     pub fn open(path: &Path) -> Result<Events, ReadError> {
-        Ok(Events { reader: TraceReader::open(path)?, block: None, pos: Vec::new(), failed: false })
+        Ok(Events { reader: TraceReader::open(path)?, block: None, pos: 0, failed: false })
     }
 
-    fn refill(&mut self) -> Result<bool, ReadError> {
+    /// The next record of the current block, if it has one more.
+    fn next_in_block(&mut self) -> Option<Result<Record, ReadError>> {
+        let block = self.block.as_ref()?;
         loop {
-            match self.reader.next_block_if(|k| k == BlockKind::Events)? {
-                None => return Ok(false),
-                Some((_, None)) => continue,
-                Some((_, Some(block))) => {
-                    self.pos.clear();
-                    for item in block_items(&block) {
-                        if let Item::Record(r) = item? {
-                            self.pos.push(r);
-                        }
-                    }
-                    self.pos.reverse();
-                    self.block = Some(block);
-                    if !self.pos.is_empty() {
-                        return Ok(true);
-                    }
+            let mut items = Items::new(&block.payload[self.pos..]);
+            let item = items.next();
+            self.pos += items.position();
+            match item? {
+                Ok(Item::Record(r)) => return Some(Ok(r)),
+                Ok(_) => continue,
+                Err(mut e) => {
+                    e.offset += self.pos - items.position();
+                    self.pos = block.payload.len();
+                    return Some(Err(block.corrupt(e)));
                 }
             }
         }
@@ -236,18 +235,26 @@ impl Iterator for Events {
     type Item = Result<Record, ReadError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(r) = self.pos.pop() {
-            return Some(Ok(r));
-        }
-        if self.failed {
-            return None;
-        }
-        match self.refill() {
-            Ok(true) => self.pos.pop().map(Ok),
-            Ok(false) => None,
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(r) = self.next_in_block() {
+                self.failed = r.is_err();
+                return Some(r);
+            }
+            self.block = None;
+            match self.reader.next_block_if(|k| k == BlockKind::Events) {
+                Ok(None) => return None,
+                Ok(Some((_, None))) => {}
+                Ok(Some((_, Some(block)))) => {
+                    self.block = Some(block);
+                    self.pos = 0;
+                }
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
             }
         }
     }
