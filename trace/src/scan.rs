@@ -148,8 +148,12 @@ impl TraceMeta {
             }
             Meta::Process { pid, ppid, name, runtime } => {
                 let entry = self.processes.entry(pid).or_insert(ProcessInfo { pid, ppid, name: name.clone(), runtime });
-                // A later record refines an earlier one (a JVM is first seen as a process).
-                entry.name = name;
+                // A later record refines an earlier one (a JVM is first seen as a process),
+                // except that the agent's name (the main class) is kept over the
+                // collector's (the executable), whichever comes last in the file.
+                if runtime == Runtime::Java || entry.runtime != Runtime::Java {
+                    entry.name = name;
+                }
                 if runtime == Runtime::Java {
                     entry.runtime = Runtime::Java;
                 }
@@ -257,5 +261,24 @@ impl Iterator for Events {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Pid;
+
+    #[test]
+    fn an_agents_process_name_outlives_the_kernels() {
+        let mut meta = TraceMeta::default();
+        let process = |name: &str, runtime| Meta::Process { pid: Pid(7), ppid: Pid(1), name: name.into(), runtime };
+        meta.add(process("sh", Runtime::Native));
+        meta.add(process("Server", Runtime::Java));
+        meta.add(process("java", Runtime::Native));
+        let p = &meta.processes[&Pid(7)];
+        assert_eq!((p.name.as_str(), p.runtime), ("Server", Runtime::Java));
+        meta.add(process("Server2", Runtime::Java));
+        assert_eq!(meta.processes[&Pid(7)].name, "Server2");
     }
 }
