@@ -226,6 +226,8 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.undecodable", s.undecodable));
             counters.push(c("kernel.switches_recovered", s.repaired));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
+            counters.push(c("kernel.ftrace", u64::from(s.ftrace)));
+            counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
         }
         if let Some(p) = &self.procfs {
             counters.push(c("procfs.events", self.tally.scheduler));
@@ -257,7 +259,12 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     let mut unstarted = Unstarted(Some(&s.output_path));
     let cpus = host::online_cpus();
     let kernel = match KernelSource::open(&cpus, s.kernel_ring) {
-        Ok(k) => Some(k),
+        Ok(k) => {
+            if let Some(notice) = k.notice() {
+                say!("{notice}");
+            }
+            Some(k)
+        }
         Err(KernelError::Permission(_)) => {
             say!(
                 "sonda: no permission for kernel tracepoints (run as root or grant CAP_PERFMON); sampling /proc every 10 ms instead"

@@ -1,28 +1,52 @@
-//! The kernel source of a recording: scheduler tracepoints on every CPU, read through
-//! perf rings and decoded into trace events.
+//! The kernel source of a recording: scheduler tracepoints on every CPU, decoded into
+//! trace events.
+//!
+//! Two ways to read them, tried in this order:
+//! 1. **ftrace** ([`ftrace_source`]): a private tracefs instance records the
+//!    tracepoints; perf rings carry only context-switch records, for the switch repair.
+//!    Needs write access to tracefs (root). On kernels where perf does not deliver
+//!    tracepoint samples while the idle task runs, only this path sees the wakeups done
+//!    from interrupts on idle CPUs (a timer expiring, a disk completing).
+//! 2. **perf** ([`perf_source`]): tracepoint samples and context-switch records in perf
+//!    rings. Needs CAP_PERFMON and read access to tracefs.
+//!
+//! Without either, the recorder samples /proc instead.
 //!
 //! - [`tracefs`] finds tracefs and reads tracepoint descriptions;
 //! - [`tp_format`] parses them (field offsets are never hard-coded);
-//! - [`perf_ring`] opens the events and reads the per-CPU rings;
-//! - [`reader_thread`] empties them on a thread of its own;
-//! - [`perf_record`] decodes ring records from bytes;
 //! - [`sched_events`] turns tracepoint payloads into [`sonda_trace::Event`]s;
-//! - [`switch_repair`] recovers switches the tracepoint did not report.
+//! - [`ftrace_instance`] makes, configures, reads and removes the private instance;
+//! - [`ftrace_page`] decodes its ring-buffer pages from bytes;
+//! - [`tgids`] finds the process of a task that ftrace names by tid only;
+//! - [`perf_ring`] opens perf events and reads the per-CPU rings;
+//! - [`perf_record`] decodes perf ring records from bytes;
+//! - [`switch_repair`] recovers switches the tracepoint did not report;
+//! - [`cpu_merge`] puts a CPU's ftrace events and perf records in one time order;
+//! - [`reader_thread`] empties everything on a thread of its own.
 
+pub mod cpu_merge;
+pub mod ftrace_instance;
+pub mod ftrace_page;
+pub mod ftrace_source;
 pub mod perf_record;
 pub mod perf_ring;
+pub mod perf_source;
 pub mod reader_thread;
 pub mod sched_events;
 pub mod switch_repair;
+pub mod tgids;
 pub mod tp_format;
 pub mod tracefs;
 
-use sonda_trace::{Cpu, Event, Record, Time};
+use sonda_trace::Record;
 
-use perf_record::{PerfRecord, Truncated};
+use ftrace_instance::{Instance, InstanceError};
+use ftrace_page::PageLayout;
+use ftrace_source::FtraceSource;
 use perf_ring::KernelRings;
+use perf_source::PerfSource;
 use sched_events::{SchedDecoder, TRACEPOINTS};
-use switch_repair::CpuSwitches;
+use tp_format::Format;
 use tracefs::{Tracefs, TracefsError};
 
 /// Why the kernel source could not start.
@@ -45,203 +69,146 @@ impl std::fmt::Display for KernelError {
 /// Tally of what was read.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct KernelStats {
-    /// Samples decoded into events.
+    /// Tracepoint records decoded into events.
     pub samples: u64,
-    /// Records the kernel lost (rings full).
+    /// Records the kernel lost (buffers full).
     pub lost: u64,
-    /// Samples whose payload did not decode (never expected).
+    /// Records or pages that did not decode (never expected).
     pub undecodable: u64,
     /// Switches recovered from switch-in records (see [`switch_repair`]).
     pub repaired: u64,
+    /// Whether the tracepoints were read from an ftrace instance (else from perf).
+    pub ftrace: bool,
+    /// The largest of the CPUs' median delays from a reported switch to its perf
+    /// switch-in record, ns (see [`switch_repair`]): a few µs when the tracepoints and
+    /// perf share a clock; 0 when nothing was measured.
+    pub switch_delay_ns: u64,
 }
 
-/// Open tracepoints on every CPU.
+/// The tracepoints, open on every CPU.
 pub struct KernelSource {
-    rings: KernelRings,
-    decoder: SchedDecoder,
-    /// Per CPU number.
-    switches: Vec<CpuSwitches>,
-    stats: KernelStats,
+    inner: Inner,
+    notice: Option<String>,
+}
+
+enum Inner {
+    Ftrace(Box<FtraceSource>),
+    Perf(Box<PerfSource>),
 }
 
 impl KernelSource {
-    /// Reads the tracepoint formats and opens them, disabled, on `cpus` with rings of
-    /// `ring_bytes` per CPU.
+    /// Reads the tracepoint formats and opens them, not yet recording, on `cpus` with
+    /// buffers of `ring_bytes` per CPU: an ftrace instance if possible, else perf.
     pub fn open(cpus: &[u16], ring_bytes: usize) -> Result<KernelSource, KernelError> {
         let tracefs = Tracefs::locate().map_err(tracefs_error)?;
         let mut formats = Vec::with_capacity(TRACEPOINTS.len());
         for (sys, name) in TRACEPOINTS {
             formats.push(tracefs.format(sys, name).map_err(tracefs_error)?);
         }
-        let formats: [_; 8] = formats.try_into().expect("one format per tracepoint");
-        let decoder = SchedDecoder::new(&formats).map_err(|e| KernelError::Other(e.to_string()))?;
+        let formats: [Format; 8] = formats.try_into().expect("one format per tracepoint");
+        let decoder = || SchedDecoder::new(&formats).map_err(|e| KernelError::Other(e.to_string()));
+        let why_not_ftrace = match open_ftrace(&tracefs, decoder()?, cpus, ring_bytes) {
+            Ok(source) => return Ok(source),
+            Err(why) => why,
+        };
         let ids: Vec<u64> = formats.iter().map(|f| f.id).collect();
         let rings = KernelRings::open(&ids, cpus, ring_bytes).map_err(|e| match e {
             perf_ring::OpenError::Permission(e) => KernelError::Permission(e.to_string()),
             perf_ring::OpenError::Other(s) => KernelError::Other(s),
         })?;
         let max_cpu = cpus.iter().copied().max().unwrap_or(0);
+        let what = match why_not_ftrace {
+            InstanceError::Permission(s) => format!("no permission for a tracefs instance: {s}"),
+            InstanceError::Other(s) => format!("no tracefs instance: {s}"),
+        };
         Ok(KernelSource {
-            rings,
-            decoder,
-            switches: vec![CpuSwitches::default(); usize::from(max_cpu) + 1],
-            stats: KernelStats::default(),
+            inner: Inner::Perf(Box::new(PerfSource::new(rings, decoder()?, max_cpu))),
+            notice: Some(format!(
+                "sonda: {what}; reading scheduler tracepoints through perf instead (wakeups on idle CPUs may be missed on some kernels)"
+            )),
         })
+    }
+
+    /// A one-line message for the user about how the kernel is read, if it is not the
+    /// best way.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
     }
 
     /// Starts recording.
     pub fn enable(&mut self) -> std::io::Result<()> {
-        self.rings.enable()
+        match &mut self.inner {
+            Inner::Ftrace(s) => s.enable(),
+            Inner::Perf(s) => s.enable(),
+        }
     }
 
-    /// Stops recording; what is in the rings can still be read.
+    /// Stops recording; what is in the buffers can still be read.
     pub fn disable(&mut self) -> std::io::Result<()> {
-        self.rings.disable()
+        match &mut self.inner {
+            Inner::Ftrace(s) => s.disable(),
+            Inner::Perf(s) => s.disable(),
+        }
     }
 
-    /// Appends every record now in the rings to `out`, decoded. Each CPU's records come
-    /// in the order that CPU wrote them (almost, but not exactly, time order).
+    /// Appends records read now to `out`, decoded; after [`KernelSource::disable`],
+    /// everything left. Each CPU's records come in about time order, not exactly.
     pub fn read(&mut self, out: &mut Vec<Record>) {
-        let decoder = &self.decoder;
-        let stats = &mut self.stats;
-        let switches = &mut self.switches;
-        self.rings.read(|cpu, ty, misc, body| {
-            let Some(cpu_switches) = switches.get_mut(usize::from(cpu)) else {
-                return;
-            };
-            match decode(decoder, cpu, ty, misc, body) {
-                Ok(Decoded::Event(r)) => {
-                    if let Event::Switch { next, .. } = r.event {
-                        cpu_switches.saw_switch(next.0);
-                    }
-                    stats.samples += 1;
-                    out.push(r);
-                }
-                Ok(Decoded::SwitchIn { tid, prev, time }) => {
-                    if let Some(r) = cpu_switches.saw_switch_in(cpu, tid, prev, time) {
-                        stats.repaired += 1;
-                        out.push(r);
-                    }
-                }
-                Ok(Decoded::Lost(r, n)) => {
-                    cpu_switches.lost();
-                    stats.lost += n;
-                    out.push(r);
-                }
-                Ok(Decoded::Nothing) => {}
-                Err(_) => stats.undecodable += 1,
-            }
-        });
+        match &mut self.inner {
+            Inner::Ftrace(s) => s.read(out),
+            Inner::Perf(s) => s.read(out),
+        }
     }
 
     /// What was read so far.
     pub fn stats(&self) -> KernelStats {
-        self.stats
+        match &self.inner {
+            Inner::Ftrace(s) => s.stats(),
+            Inner::Perf(s) => s.stats(),
+        }
     }
+}
+
+/// The ftrace path, with a notice if perf context-switch records cannot be had.
+fn open_ftrace(
+    tracefs: &Tracefs,
+    decoder: SchedDecoder,
+    cpus: &[u16],
+    ring_bytes: usize,
+) -> Result<KernelSource, InstanceError> {
+    let header = |rel: &str| {
+        tracefs
+            .read(rel)
+            .map_err(|e| InstanceError::Other(e.to_string()))
+    };
+    let layout = PageLayout::parse(
+        &header("events/header_page")?,
+        &header("events/header_event")?,
+    )
+    .map_err(|e| InstanceError::Other(e.to_string()))?;
+    let instance = Instance::create(tracefs, &TRACEPOINTS, ring_bytes, cpus, layout.page_size())?;
+    // Switch records are about a third of the volume of the tracepoints.
+    let switch_ring = (ring_bytes / 4).max(64 << 10);
+    let (rings, notice) = match KernelRings::open(&[], cpus, switch_ring) {
+        Ok(r) => (Some(r), None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "sonda: no perf context-switch records ({e}); switches the scheduler tracepoint does not report cannot be recovered"
+            )),
+        ),
+    };
+    Ok(KernelSource {
+        inner: Inner::Ftrace(Box::new(FtraceSource::new(
+            instance, layout, decoder, rings,
+        ))),
+        notice,
+    })
 }
 
 fn tracefs_error(e: TracefsError) -> KernelError {
     match e {
         TracefsError::Permission(_) => KernelError::Permission(e.to_string()),
         _ => KernelError::Other(e.to_string()),
-    }
-}
-
-/// What one ring record decodes to.
-#[derive(Debug, PartialEq)]
-enum Decoded {
-    Event(Record),
-    SwitchIn { tid: u32, prev: u32, time: u64 },
-    Lost(Record, u64),
-    Nothing,
-}
-
-/// Decodes one ring record of CPU `ring_cpu`.
-fn decode(
-    decoder: &SchedDecoder,
-    ring_cpu: u16,
-    ty: u32,
-    misc: u16,
-    body: &[u8],
-) -> Result<Decoded, Truncated> {
-    Ok(match perf_record::parse(ty, misc, body)? {
-        PerfRecord::Sample(s) => match decoder.decode(&s) {
-            Some(event) => Decoded::Event(Record {
-                time: Time(s.time),
-                event,
-            }),
-            None => {
-                return Err(Truncated {
-                    ty,
-                    len: body.len(),
-                })
-            }
-        },
-        PerfRecord::Lost { lost, time, .. } => Decoded::Lost(
-            Record {
-                time: Time(time),
-                event: Event::KernelLost {
-                    cpu: Cpu(ring_cpu),
-                    count: lost,
-                },
-            },
-            lost,
-        ),
-        PerfRecord::SwitchIn {
-            tid, prev, time, ..
-        } => Decoded::SwitchIn { tid, prev, time },
-        PerfRecord::Other(_) => Decoded::Nothing,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::perf_record::tests::sample_body;
-    use super::sched_events::tests::{payload, real_formats, Value};
-    use super::*;
-    use sonda_trace::Tid;
-
-    #[test]
-    fn ring_records_become_trace_records() {
-        let formats = real_formats();
-        let d = SchedDecoder::new(&formats).unwrap();
-        let raw = payload(
-            &formats[0],
-            &[
-                ("prev_pid", Value::Int(5)),
-                ("prev_state", Value::Int(1)),
-                ("next_pid", Value::Int(6)),
-            ],
-        );
-        let body = sample_body(5, 5, 77, 1, &raw);
-        assert_eq!(
-            decode(&d, 1, perf_record::PERF_RECORD_SAMPLE, 0, &body).unwrap(),
-            Decoded::Event(Record {
-                time: Time(77),
-                event: Event::Switch {
-                    cpu: Cpu(1),
-                    prev: Tid(5),
-                    prev_state: 1,
-                    next: Tid(6)
-                }
-            })
-        );
-        let mut lost = vec![0u8; 40];
-        lost[8..16].copy_from_slice(&12u64.to_ne_bytes());
-        lost[24..32].copy_from_slice(&90u64.to_ne_bytes());
-        assert_eq!(
-            decode(&d, 1, perf_record::PERF_RECORD_LOST, 0, &lost).unwrap(),
-            Decoded::Lost(
-                Record {
-                    time: Time(90),
-                    event: Event::KernelLost {
-                        cpu: Cpu(1),
-                        count: 12
-                    }
-                },
-                12
-            )
-        );
-        assert_eq!(decode(&d, 0, 3, 0, &[]).unwrap(), Decoded::Nothing);
     }
 }

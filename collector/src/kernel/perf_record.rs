@@ -20,6 +20,8 @@
 //! (`common_type`) is the tracepoint id, which tells the tracepoints sharing one ring
 //! apart.
 
+use super::sched_events::Hit;
+
 /// `PERF_RECORD_LOST`: the kernel dropped records because the ring was full.
 pub const PERF_RECORD_LOST: u32 = 2;
 /// `PERF_RECORD_SAMPLE`: one tracepoint hit.
@@ -44,10 +46,14 @@ pub struct Sample<'a> {
     pub raw: &'a [u8],
 }
 
-impl Sample<'_> {
-    /// The tracepoint id from the payload's `common_type`.
-    pub fn tracepoint_id(&self) -> Option<u16> {
-        Some(u16::from_ne_bytes(self.raw.get(0..2)?.try_into().ok()?))
+impl<'a> Sample<'a> {
+    /// The hit, for [`super::sched_events::SchedDecoder`].
+    pub fn hit(&self) -> Hit<'a> {
+        Hit {
+            tid: self.tid,
+            cpu: self.cpu,
+            raw: self.raw,
+        }
     }
 }
 
@@ -173,7 +179,7 @@ pub(crate) mod tests {
             PerfRecord::Sample(s) => {
                 assert_eq!((s.pid, s.tid, s.time, s.cpu), (10, 11, 123_456_789, 1));
                 assert_eq!(s.raw.len(), 68);
-                assert_eq!(s.tracepoint_id(), Some(372));
+                assert_eq!(s.hit().raw[0..2], 372u16.to_ne_bytes());
             }
             other => panic!("{other:?}"),
         }

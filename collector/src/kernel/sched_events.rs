@@ -1,10 +1,11 @@
-//! Turns tracepoint samples into trace events, using the field layouts read from
+//! Turns tracepoint records into trace events, using the field layouts read from
 //! tracefs. Pure: the layouts are built from [`Format`]s, and decoding reads only the
-//! sample's bytes.
+//! record's bytes. The records come from perf samples or ftrace pages alike: both carry
+//! the payload the `format` files describe; what else is known of the hit is in a
+//! [`Hit`].
 
 use sonda_trace::{Cpu, Event, Pid, Tid};
 
-use super::perf_record::Sample;
 use super::tp_format::{Field, Format};
 
 /// `clone_flags` bit: the new task is a thread of its parent's process.
@@ -76,6 +77,17 @@ struct RenameLayout {
     newcomm: Field,
 }
 
+/// One tracepoint hit.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Hit<'a> {
+    /// The task that was running (the waker of a wakeup, the creator of a task).
+    pub tid: u32,
+    /// The CPU it happened on.
+    pub cpu: u32,
+    /// The tracepoint payload, `common_type` first.
+    pub raw: &'a [u8],
+}
+
 /// What a tracepoint id stands for.
 enum Kind {
     Switch,
@@ -90,6 +102,7 @@ enum Kind {
 /// Decodes the payloads of the tracepoints in [`TRACEPOINTS`].
 pub struct SchedDecoder {
     ids: Vec<(u16, Kind)>,
+    common_pid: Field,
     switch: SwitchLayout,
     waking: WakeLayout,
     wakeup: WakeLayout,
@@ -112,6 +125,7 @@ impl SchedDecoder {
         };
         let id = |f: &Format| f.id as u16;
         Ok(SchedDecoder {
+            common_pid: field(switch, "common_pid")?,
             ids: vec![
                 (id(switch), Kind::Switch),
                 (id(waking), Kind::Waking),
@@ -147,10 +161,17 @@ impl SchedDecoder {
         })
     }
 
-    /// The event a sample stands for; `None` for a sample of another tracepoint or a
-    /// payload too short for its layout (counted by the caller as undecodable).
-    pub fn decode(&self, s: &Sample<'_>) -> Option<Event> {
-        let id = s.tracepoint_id()?;
+    /// The running task as the payload's common fields name it (ftrace records carry
+    /// nothing else; the idle task is 0).
+    pub fn current_tid(&self, raw: &[u8]) -> Option<u32> {
+        self.common_pid.read_u32(raw)
+    }
+
+    /// The event a hit stands for; `None` for a hit of another tracepoint or a payload
+    /// too short for its layout (counted by the caller as undecodable). `pid_of` gives
+    /// the process of the running task, asked only for a new thread (which joins it).
+    pub fn decode(&self, s: &Hit<'_>, pid_of: impl FnOnce(u32) -> u32) -> Option<Event> {
+        let id = u16::from_ne_bytes(s.raw.get(0..2)?.try_into().ok()?);
         let (_, kind) = self.ids.iter().find(|(i, _)| *i == id)?;
         let raw = s.raw;
         let cpu = Cpu(s.cpu as u16);
@@ -183,7 +204,7 @@ impl SchedDecoder {
                 let flags = self.newtask.clone_flags.read_u64(raw)?;
                 // A thread joins its creator's process; anything else starts a process.
                 let pid = if flags & CLONE_THREAD != 0 {
-                    s.pid
+                    pid_of(s.tid)
                 } else {
                     child
                 };
@@ -269,20 +290,26 @@ pub(crate) mod tests {
     }
     use Value::*;
 
-    fn sample(pid: u32, tid: u32, cpu: u32, raw: &[u8]) -> Sample<'_> {
-        Sample {
-            pid,
-            tid,
-            time: 5,
-            cpu,
-            raw,
+    /// A decoder of hits of task `tid` of process `pid`.
+    struct Decode(SchedDecoder);
+
+    impl Decode {
+        fn decode(&self, (pid, tid, cpu, raw): (u32, u32, u32, &[u8])) -> Option<Event> {
+            self.0.decode(&Hit { tid, cpu, raw }, |t| {
+                assert_eq!(t, tid);
+                pid
+            })
         }
+    }
+
+    fn sample(pid: u32, tid: u32, cpu: u32, raw: &[u8]) -> (u32, u32, u32, &[u8]) {
+        (pid, tid, cpu, raw)
     }
 
     #[test]
     fn decodes_switch_wakeups_and_lifecycle_events() {
         let f = real_formats();
-        let d = SchedDecoder::new(&f).unwrap();
+        let d = Decode(SchedDecoder::new(&f).unwrap());
         let sw = payload(
             &f[0],
             &[
@@ -292,7 +319,7 @@ pub(crate) mod tests {
             ],
         );
         assert_eq!(
-            d.decode(&sample(100, 100, 1, &sw)),
+            d.decode(sample(100, 100, 1, &sw)),
             Some(Event::Switch {
                 cpu: Cpu(1),
                 prev: Tid(100),
@@ -302,7 +329,7 @@ pub(crate) mod tests {
         );
         let wk = payload(&f[1], &[("pid", Int(7)), ("target_cpu", Int(0))]);
         assert_eq!(
-            d.decode(&sample(3, 4, 1, &wk)),
+            d.decode(sample(3, 4, 1, &wk)),
             Some(Event::Waking {
                 cpu: Cpu(1),
                 waker: Tid(4),
@@ -311,7 +338,7 @@ pub(crate) mod tests {
         );
         let wu = payload(&f[3], &[("pid", Int(7)), ("target_cpu", Int(1))]);
         assert_eq!(
-            d.decode(&sample(3, 4, 0, &wu)),
+            d.decode(sample(3, 4, 0, &wu)),
             Some(Event::Wakeup {
                 target: Cpu(1),
                 wakee: Tid(7),
@@ -327,7 +354,7 @@ pub(crate) mod tests {
             ],
         );
         assert_eq!(
-            d.decode(&sample(200, 200, 0, &thread)),
+            d.decode(sample(200, 200, 0, &thread)),
             Some(Event::NewTask {
                 parent: Tid(200),
                 child: Tid(201),
@@ -344,7 +371,7 @@ pub(crate) mod tests {
             ],
         );
         assert_eq!(
-            d.decode(&sample(200, 201, 0, &process)),
+            d.decode(sample(200, 201, 0, &process)),
             Some(Event::NewTask {
                 parent: Tid(201),
                 child: Tid(300),
@@ -361,7 +388,7 @@ pub(crate) mod tests {
             ],
         );
         assert_eq!(
-            d.decode(&sample(300, 300, 0, &exec)),
+            d.decode(sample(300, 300, 0, &exec)),
             Some(Event::Exec {
                 pid: Pid(300),
                 tid: Tid(300),
@@ -377,7 +404,7 @@ pub(crate) mod tests {
             ],
         );
         assert_eq!(
-            d.decode(&sample(200, 201, 0, &rename)),
+            d.decode(sample(200, 201, 0, &rename)),
             Some(Event::Rename {
                 tid: Tid(201),
                 comm: "C2 Compiler".into()
@@ -385,7 +412,7 @@ pub(crate) mod tests {
         );
         let exit = payload(&f[5], &[("pid", Int(201))]);
         assert_eq!(
-            d.decode(&sample(200, 201, 0, &exit)),
+            d.decode(sample(200, 201, 0, &exit)),
             Some(Event::TaskExit { tid: Tid(201) })
         );
     }
@@ -393,12 +420,12 @@ pub(crate) mod tests {
     #[test]
     fn foreign_ids_and_short_payloads_decode_to_nothing() {
         let f = real_formats();
-        let d = SchedDecoder::new(&f).unwrap();
+        let d = Decode(SchedDecoder::new(&f).unwrap());
         let mut other = vec![0u8; 68];
         other[0..2].copy_from_slice(&9999u16.to_ne_bytes());
-        assert_eq!(d.decode(&sample(1, 1, 0, &other)), None);
+        assert_eq!(d.decode(sample(1, 1, 0, &other)), None);
         let sw = payload(&f[0], &[("prev_pid", Int(1))]);
-        assert_eq!(d.decode(&sample(1, 1, 0, &sw[..50])), None);
+        assert_eq!(d.decode(sample(1, 1, 0, &sw[..50])), None);
     }
 
     #[test]

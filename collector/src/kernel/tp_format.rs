@@ -125,7 +125,7 @@ impl Format {
 }
 
 /// Parses `field:char prev_comm[16]; offset:8; size:16; signed:0;`.
-fn parse_field(line: &str) -> Result<Field, String> {
+pub(crate) fn parse_field(line: &str) -> Result<Field, String> {
     let mut decl = None;
     let mut offset = None;
     let mut size = None;

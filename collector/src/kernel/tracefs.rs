@@ -6,7 +6,7 @@
 //! older place and is tried too.
 
 use std::ffi::CString;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::tp_format::Format;
@@ -80,6 +80,39 @@ impl Tracefs {
             }
             Err(e) => Err(TracefsError::NotMounted(e.to_string())),
         }
+    }
+
+    /// The mount point.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Reads the text file at `rel` under the mount point. Some tracefs files
+    /// (`events/header_page`) only give their text to a read large enough for all of
+    /// it, and nothing to a second read: one large read it is.
+    pub fn read(&self, rel: &str) -> Result<String, TracefsError> {
+        let path = self.root.join(rel);
+        let error = |e: io::Error| match e.kind() {
+            io::ErrorKind::PermissionDenied => TracefsError::Permission(path.clone()),
+            _ => TracefsError::Io(path.clone(), e),
+        };
+        let mut file = std::fs::File::open(&path).map_err(error)?;
+        let mut buf = vec![0u8; 64 << 10];
+        let mut len = 0;
+        loop {
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(error(e)),
+            }
+            if len == buf.len() {
+                buf.resize(len * 2, 0);
+            }
+        }
+        buf.truncate(len);
+        String::from_utf8(buf)
+            .map_err(|_| TracefsError::Format(path.clone(), "not UTF-8 text".into()))
     }
 
     /// Reads and parses `events/<sys>/<name>/format` (which holds the id too).

@@ -220,22 +220,21 @@ pub fn close_enough(got: u64, want: u64, over: u64, under: u64) -> bool {
     }
 }
 
-/// CPU time the kernel does not charge to the task that was running: interrupts,
-/// soft interrupts and time stolen by the hypervisor, summed over all CPUs, in ns
-/// (from /proc/stat, in clock ticks).
-pub fn uncharged_cpu_ns() -> u64 {
+/// CPU time stolen by the hypervisor, summed over all CPUs, in ns (from /proc/stat, in
+/// clock ticks). A kernel with paravirtual steal accounting leaves it out of the task
+/// clock, hence out of schedstat's running time.
+pub fn stolen_cpu_ns() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let cpu = stat.lines().next().unwrap_or_default();
-    let ticks: Vec<u64> = cpu
+    // cpu user nice system idle iowait irq softirq steal
+    let steal: u64 = cpu
         .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let uncharged = ticks.get(5..8).map(|v| v.iter().sum()).unwrap_or(0u64);
+        .nth(8)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    uncharged * 1_000_000_000 / hz
+    steal * 1_000_000_000 / hz
 }
 
 /// Buffer files of collector `pid` left in /dev/shm.
