@@ -79,7 +79,7 @@ fn progress_bar() -> Option<ProgressBar> {
     }
     let bar = ProgressBar::new(0);
     let style = ProgressStyle::with_template(
-        "{spinner} exporting [{bar:40}] {percent:>3}% {human_pos}/{human_len} records, {per_sec}, eta {eta}",
+        "{spinner} exporting [{bar:40}] {percent:>3}% {human_pos}/{human_len} trace records, eta {eta}",
     )
     .ok()?
     .progress_chars("=> ");
