@@ -207,13 +207,14 @@ fn paraver_end(feed: &Feed) -> Time {
     feed.end().max(Time(feed.origin().0 + 1))
 }
 
-/// At the window's start `zero`, opens in the `.prv` what began before it: each
-/// thread's calls (outermost first), the monitor it waits for, and the collections in
-/// progress.
+/// At the window's start `zero`, opens in the `.prv` what began before it: the CPU
+/// view's entry of each running thread, each thread's calls (outermost first), the
+/// monitor it waits for, and the collections in progress.
 fn open_spans(timeline: &Timeline, zero: Time, sink: &mut Translate) {
     for i in 0..timeline.len() {
         let ix = ThreadIx(i as u32);
         let at = timeline.at(ix, zero);
+        sink.running_at(&at);
         let (frames, monitor) = timeline.open_spans(ix);
         for (depth, frame) in frames.enumerate() {
             sink.enter(&CallEnter {

@@ -152,6 +152,15 @@ impl Translate {
         });
     }
 
+    /// At the window's start: the thread of `at` is already running there, so the CPU
+    /// view gets its start event.
+    pub fn running_at(&mut self, at: &At) {
+        let row = at.thread.get();
+        if self.running[row] != 0 {
+            self.event(at, event::CPU_THREAD, row as i64 + 1);
+        }
+    }
+
     /// The user-function value of a frame, `None` when it cannot have one.
     fn function_value(&mut self, frame: Frame) -> Option<i64> {
         match frame {

@@ -382,6 +382,12 @@ fn a_window_clips_states_and_opens_calls_at_its_start() {
         .events
         .iter()
         .any(|e| e.2 == event::GC && e.1 == 120 && e.3 == 1));
+    // main runs at 180 (on CPU 1 since 150): its CPU view entry opens at 0.
+    assert!(p.events.iter().any(|e| e.0 == main
+        && e.2 == event::CPU_THREAD
+        && e.1 == 0
+        && e.3 == main as i64 + 1
+        && e.4 == 1));
     // A call still open at the window's end is closed there.
     let lossy = p.row(106).unwrap();
     assert!(p
