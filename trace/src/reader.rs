@@ -82,6 +82,8 @@ pub struct TraceReader<R> {
     offset: u64,
     done: bool,
     ended: bool,
+    /// The file's length when last asked (seeking readers only).
+    file_len: Option<u64>,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -108,7 +110,7 @@ impl<R: Read> TraceReader<R> {
         if major != MAJOR {
             return Err(ReadError::Version { major, minor });
         }
-        Ok(TraceReader { input, offset: FILE_HEADER_LEN as u64, done: false, ended: false })
+        Ok(TraceReader { input, offset: FILE_HEADER_LEN as u64, done: false, ended: false, file_len: None })
     }
 
     /// Whether the end block was read: the recording finished cleanly.
@@ -201,12 +203,20 @@ impl<R: Read + Seek> TraceReader<R> {
             return Ok(Some((header, Some(Block { header, offset, payload }))));
         }
         let end = self.offset + (BLOCK_HEADER_LEN as u64) + u64::from(header.len);
-        let file_end = self.input.seek(SeekFrom::End(0))?;
-        if end > file_end {
+        // The file's length is asked again only when a block seems to run past it (the
+        // file may have grown): a seek to the end would empty a buffered reader's buffer.
+        if self.file_len.is_none_or(|len| end > len) {
+            let here = self.offset + BLOCK_HEADER_LEN as u64;
+            let len = self.input.seek(SeekFrom::End(0))?;
+            self.input.seek(SeekFrom::Start(here))?;
+            self.file_len = Some(len);
+        }
+        if self.file_len.is_some_and(|len| end > len) {
             self.done = true;
             return Err(ReadError::Truncated { offset });
         }
-        self.input.seek(SeekFrom::Start(end))?;
+        // Relative, so that a buffered reader keeps what it holds beyond the payload.
+        self.input.seek_relative(i64::from(header.len))?;
         self.offset = end;
         Ok(Some((header, None)))
     }
