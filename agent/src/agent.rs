@@ -143,7 +143,15 @@ impl Agent {
         match self.try_load(vm, jvmti, jni, options, mode) {
             Ok(()) => attach_codes::OK,
             Err(r) => {
-                eprintln!("sonda: {}; the JVM runs without recording", r.message);
+                // A busy JVM is no fault: the attaching collector says why, and the
+                // application's stderr stays as it was.
+                let busy = matches!(
+                    r.code,
+                    attach_codes::BUSY | attach_codes::STOPPING | attach_codes::LAUNCHED
+                );
+                if !busy {
+                    eprintln!("sonda: {}; the JVM runs without recording", r.message);
+                }
                 r.code
             }
         }

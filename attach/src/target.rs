@@ -153,8 +153,10 @@ impl Target {
         self.start_time
     }
 
-    /// Translates a path under [`Target::tmp`] into the path the JVM sees.
-    pub(crate) fn path_in_target(&self, ours: &Path) -> PathBuf {
+    /// Translates a path of ours under [`Target::root`] (as [`Target::tmp`] is) into
+    /// the path the JVM sees: `/proc/<pid>/root/dev/shm/x` is its `/dev/shm/x`. A path
+    /// elsewhere is returned as is (the JVM shares our view, or cannot see it at all).
+    pub fn path_in_target(&self, ours: &Path) -> PathBuf {
         match ours.strip_prefix(&self.root) {
             Ok(rest) => Path::new("/").join(rest),
             Err(_) => ours.to_path_buf(),

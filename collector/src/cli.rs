@@ -21,6 +21,10 @@ pub enum Command {
     /// Run a command and record it until it exits: kernel scheduling of all its threads
     /// and child processes, and, in JVMs, the selected methods and JVM events.
     Record(RecordArgs),
+    /// Attach to a running JVM and record it without restarting it: the selected
+    /// methods (instrumented in place), JVM events and the kernel scheduling of its
+    /// threads; at the end the original code is restored (the JVM can be attached again).
+    Attach(AttachArgs),
     /// Export a trace to Paraver: STEM.prv, STEM.pcf, STEM.row and ready-made views
     /// (STEM.*.cfg).
     Paraver(ParaverArgs),
@@ -131,6 +135,52 @@ pub struct RecordArgs {
     pub command: Vec<OsString>,
 }
 
+/// `sonda attach`.
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The JVM's process id (as we see it; a JVM in a container works too).
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+
+    /// The trace file to write.
+    #[arg(short, long, value_name = "TRACE")]
+    pub output: PathBuf,
+
+    /// Java methods to trace, as for `sonda record` (repeatable; classes already loaded
+    /// are instrumented at once). Without it: threads, GC, monitors and scheduling.
+    #[arg(long = "methods", value_name = "FILTER")]
+    pub methods: Vec<String>,
+
+    /// Record for this many seconds once the instrumentation is in place, then detach
+    /// (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+
+    /// Give up when the JVM does not answer the attach request within this many seconds.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_seconds)]
+    pub attach_timeout: f64,
+
+    /// Kernel event buffer per CPU (as for `sonda record`).
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    pub buffer_size: u64,
+
+    /// JVM event buffer per Java thread (as for `sonda record`).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    pub agent_buffer: u64,
+
+    /// How long events are held back to be merged in time order (milliseconds).
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub lag: u64,
+}
+
+/// Parses a positive, finite number of seconds.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(s),
+        _ => Err(format!("not a positive number of seconds: {text:?}")),
+    }
+}
+
 /// Parses a size: a number of bytes with an optional K, M or G suffix (powers of 1024,
 /// `KiB`/`KB` spellings accepted).
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -170,6 +220,43 @@ mod tests {
         assert!(parse_size("M").is_err());
         assert!(parse_size("12Q").unwrap_err().contains("unit"));
         assert!(parse_size("99999999999G").is_err());
+    }
+
+    #[test]
+    fn attach_takes_a_pid_and_optional_duration() {
+        let cli = Cli::try_parse_from([
+            "sonda",
+            "attach",
+            "4242",
+            "-o",
+            "t.sonda",
+            "--methods",
+            "a.B",
+            "--duration",
+            "2.5",
+        ])
+        .unwrap();
+        let Command::Attach(a) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            (a.pid, a.duration, a.attach_timeout),
+            (4242, Some(2.5), 10.0)
+        );
+        assert_eq!(a.methods, ["a.B"]);
+        let cli = Cli::try_parse_from(["sonda", "attach", "1", "-o", "t"]).unwrap();
+        let Command::Attach(a) = cli.command else {
+            panic!()
+        };
+        assert_eq!(a.duration, None);
+        for bad in ["0", "-1", "x", "inf", "NaN"] {
+            assert!(
+                Cli::try_parse_from(["sonda", "attach", "1", "-o", "t", "--duration", bad])
+                    .is_err(),
+                "{bad}"
+            );
+        }
+        assert!(Cli::try_parse_from(["sonda", "attach", "x", "-o", "t"]).is_err());
     }
 
     #[test]

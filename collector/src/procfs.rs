@@ -241,6 +241,71 @@ impl ProcSampler {
     }
 }
 
+/// One thread of a process as `/proc` shows it at one moment.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Task {
+    /// The thread.
+    pub tid: Tid,
+    /// Its `stat` fields (name, state, CPU).
+    pub stat: Stat,
+    /// Cumulative ns on a CPU (`schedstat`).
+    pub run_ns: u64,
+    /// Cumulative ns runnable, waiting for a CPU (`schedstat`).
+    pub wait_ns: u64,
+}
+
+impl Task {
+    /// The thread's state as a trace event: a sample taken at some moment.
+    pub fn sample(&self) -> Event {
+        Event::ProcSample {
+            tid: self.tid,
+            cpu: Cpu(self.stat.cpu),
+            state: self.stat.state,
+            run_ns: self.run_ns,
+            wait_ns: self.wait_ns,
+        }
+    }
+}
+
+/// Process `pid`'s own `stat` and every one of its threads now (a thread that ends
+/// while we look is left out). `None` when the process is gone.
+pub fn tasks_of(pid: Pid) -> Option<(Stat, Vec<Task>)> {
+    let dir = Path::new("/proc").join(pid.0.to_string());
+    let process = read(&dir.join("stat")).and_then(|s| parse_stat(&s))?;
+    let mut tasks = Vec::new();
+    for entry in std::fs::read_dir(dir.join("task")).ok()?.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let path = entry.path();
+        if let (Some(stat), Some((run_ns, wait_ns))) = (
+            read(&path.join("stat")).and_then(|s| parse_stat(&s)),
+            read(&path.join("schedstat")).and_then(|s| parse_schedstat(&s)),
+        ) {
+            tasks.push(Task {
+                tid: Tid(tid),
+                stat,
+                run_ns,
+                wait_ns,
+            });
+        }
+    }
+    tasks.sort_by_key(|t| t.tid);
+    Some((process, tasks))
+}
+
+/// The start time of process `pid` (field 22 of `stat`, clock ticks after boot): with
+/// the pid, it names the process. `None` when it is gone or a zombie.
+pub fn start_time(pid: Pid) -> Option<u64> {
+    let text = read(&Path::new("/proc").join(pid.0.to_string()).join("stat"))?;
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
 fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
@@ -272,6 +337,26 @@ mod tests {
         let s = parse_stat(&text).unwrap();
         assert_eq!(s.state, b'R');
         assert!(u32::from(s.cpu) < 4096);
+    }
+
+    #[test]
+    fn lists_the_threads_of_a_live_process_and_its_start_time() {
+        let me = Pid(std::process::id());
+        let worker =
+            std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(300)));
+        let (process, tasks) = tasks_of(me).unwrap();
+        assert_eq!(process.ppid, std::os::unix::process::parent_id());
+        assert!(tasks.len() >= 2, "{tasks:?}");
+        assert!(tasks.iter().any(|t| t.tid.0 == me.0));
+        let own = tasks.iter().find(|t| t.tid.0 == me.0).unwrap();
+        assert!(own.run_ns > 0);
+        assert!(matches!(own.sample(), Event::ProcSample { tid, .. } if tid.0 == me.0));
+        worker.join().unwrap();
+        let start = start_time(me).unwrap();
+        assert!(start > 0);
+        assert_eq!(start_time(me), Some(start));
+        assert_eq!(start_time(Pid(u32::MAX)), None);
+        assert!(tasks_of(Pid(u32::MAX)).is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! A recording from start to end: opens the sources, starts the command, runs the drain
-//! cycle until the command exits, and finishes the trace.
+//! A recording from start to end: opens the sources, starts the command (or attaches to
+//! a running JVM), runs the drain cycle until the command exits (or the attach ends),
+//! and finishes the trace.
 //!
 //! One cycle (every 50 ms; with the /proc fallback, /proc is sampled every 10 ms and the
 //! rest runs every 100 ms):
@@ -13,6 +14,16 @@
 //!
 //! At the end (the command exited) the kernel events are stopped, everything left is
 //! read and written, and the trace gets its end block with the final counters.
+//!
+//! # Attach
+//! The subject is then a running process: it is the root of the followed tree (its
+//! threads and any children it creates), each of its threads gets an
+//! [`Event::ProcSample`] at the start (state, CPU, run and wait times from /proc) so the
+//! trace knows every thread's state from the first instant, and the agent is loaded
+//! into it once the kernel events are on. The recording waits for the agent to report
+//! its instrumentation in place, runs until the duration is over, the caller says stop
+//! (a signal) or the process exits, then sets the stop flag and keeps draining until
+//! the agent confirms it stopped and restored its classes (at most [`STOP_WAIT`]).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -22,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sonda_filter::MethodFilter;
-use sonda_shm::Clock;
+use sonda_shm::{AgentState, Clock};
 use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter};
 
 use crate::agent::buffer_file::SHM_DIR;
@@ -32,7 +43,7 @@ use crate::follow::{Follow, ProcLookup};
 use crate::kernel::reader_thread::KernelReader;
 use crate::kernel::{KernelError, KernelSource, KernelStats};
 use crate::merge::Merger;
-use crate::procfs::ProcSampler;
+use crate::procfs::{self, ProcSampler};
 use crate::tsc::{self, Calibration};
 use crate::wake_audit::WakeAudit;
 use crate::{clock, host, launch};
@@ -46,19 +57,20 @@ const PROC_SAMPLES_PER_CYCLE: u32 = 10;
 /// How long to wait after the command exits for its last kernel records (its final
 /// switch-out is written just after its parent is told it exited).
 const SETTLE: Duration = Duration::from_millis(20);
+/// Longest wait for an attached agent to report its instrumentation in place
+/// (retransforming thousands of classes takes seconds).
+const READY_WAIT: Duration = Duration::from_secs(60);
+/// Longest wait for an attached agent to confirm it stopped and restored its classes.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// What to record and how.
-pub struct Settings {
+pub struct Settings<'a> {
     /// The trace file, already created (so that an unwritable path failed early).
     pub output: File,
     /// Its path, for the summary.
     pub output_path: PathBuf,
-    /// The program to run (resolved in PATH).
-    pub program: PathBuf,
-    /// The command line as given (`argv[0]` first).
-    pub argv: Vec<OsString>,
-    /// The agent library, if found.
-    pub agent_lib: Option<PathBuf>,
+    /// The command to start, or the process to attach to.
+    pub subject: Subject<'a>,
     /// The validated `--methods` filter.
     pub methods: MethodFilter,
     /// Bytes of kernel ring per CPU.
@@ -69,6 +81,42 @@ pub struct Settings {
     pub agent_slots: u32,
     /// How long records are held for the merge.
     pub lag: Duration,
+}
+
+/// What a recording follows.
+pub enum Subject<'a> {
+    /// A command sonda starts and records until it exits.
+    Launch {
+        /// The program to run (resolved in PATH).
+        program: PathBuf,
+        /// The command line as given (`argv[0]` first).
+        argv: Vec<OsString>,
+        /// The agent library, if found.
+        agent_lib: Option<PathBuf>,
+    },
+    /// A running JVM the agent is attached to.
+    Attach(Attach<'a>),
+}
+
+/// Loads the agent into the JVM on the buffer file (given as our path); returns once
+/// `Agent_OnAttach` answered.
+pub type LoadAgent<'a> = Box<dyn FnOnce(&Path) -> anyhow::Result<()> + 'a>;
+
+/// How to attach to a running JVM; the attach protocol itself is the caller's.
+pub struct Attach<'a> {
+    /// The JVM's pid.
+    pub pid: Pid,
+    /// Where to create the buffer file (our path to a directory the JVM can reach).
+    pub buffer_dir: PathBuf,
+    /// Loads the agent on the buffer file (given as our path), returning once
+    /// `Agent_OnAttach` answered; its error ends the recording before it started.
+    pub load: LoadAgent<'a>,
+    /// Whether the user asked to stop (Ctrl-C, SIGTERM), polled every cycle.
+    pub stop_requested: Box<dyn Fn() -> bool + 'a>,
+    /// Record for this long once the agent is ready; `None`: until stopped.
+    pub duration: Option<Duration>,
+    /// When the `sonda attach` command started, for the time to the first event.
+    pub started: Time,
 }
 
 /// What a recording ended with.
@@ -84,10 +132,16 @@ struct Tally {
     scheduler: u64,
     /// Agents' events.
     agent: u64,
+    /// When the first method entry written happened.
+    first_enter: Option<Time>,
 }
 
 impl Tally {
-    fn count(&mut self, e: &Event) {
+    fn count(&mut self, r: &Record) {
+        if self.first_enter.is_none() && matches!(r.event, Event::Enter { .. }) {
+            self.first_enter = Some(r.time);
+        }
+        let e = &r.event;
         match e {
             Event::ProcSample { .. }
             | Event::Switch { .. }
@@ -185,7 +239,7 @@ impl<W: Write> Recording<W> {
                 for m in self.metas.drain(..) {
                     self.writer.meta(&m);
                 }
-                self.tally.count(&r.event);
+                self.tally.count(&r);
                 let follow = &self.follow;
                 self.wakes.see(&r.event, |t| follow.is_followed(t));
                 self.writer.record(&r)?;
@@ -254,9 +308,10 @@ impl Drop for Unstarted<'_> {
     }
 }
 
-/// Records `s.argv` until it exits.
+/// Records the subject: a command until it exits, or a running JVM until the attach
+/// ends.
 pub fn record(s: Settings) -> anyhow::Result<Outcome> {
-    let mut unstarted = Unstarted(Some(&s.output_path));
+    let unstarted = Unstarted(Some(&s.output_path));
     let cpus = host::online_cpus();
     let kernel = match KernelSource::open(&cpus, s.kernel_ring) {
         Ok(k) => {
@@ -283,18 +338,27 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     } else {
         Clock::Monotonic
     };
+    let (buffer_dir, attached) = match &s.subject {
+        Subject::Launch { .. } => (Path::new(SHM_DIR), false),
+        Subject::Attach(a) => (a.buffer_dir.as_path(), true),
+    };
     let agent = AgentSource::create(
-        Path::new(SHM_DIR),
+        buffer_dir,
         &AgentSettings {
             method_lines: s.methods.to_config_lines(),
             slots: s.agent_slots,
             ring_len: s.agent_ring,
             meta_len: 16 << 20,
             clock: agent_clock,
+            attach: attached,
         },
     )
-    .with_context(|| format!("cannot create the agent buffer in {SHM_DIR}"))?;
+    .with_context(|| format!("cannot create the agent buffer in {}", buffer_dir.display()))?;
     let agent = RemoveOnDrop(Some(agent));
+    if attached {
+        // A first heartbeat before the agent comes: it stops by itself if they cease.
+        agent.get().heartbeat(clock::monotonic().0);
+    }
 
     let out_path = s.output_path.display().to_string();
     let mut writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, s.output))
@@ -309,11 +373,13 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         start,
         host: host::hostname(),
         cpus: cpus.iter().max().map_or(1, |&m| m + 1),
-        command: s
-            .argv
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
+        command: match &s.subject {
+            Subject::Launch { argv, .. } => argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            Subject::Attach(a) => vec!["attach".to_string(), a.pid.0.to_string()],
+        },
         tool: format!("sonda {}", env!("CARGO_PKG_VERSION")),
     });
     writer
@@ -321,31 +387,101 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         .with_context(|| format!("cannot write {out_path}"))?;
     let mut calibration = Calibration::new();
     calibration.add(tsc::measure());
-
-    child::install_forwarding().context("cannot install signal handlers")?;
-    let kernel = match kernel {
-        Some(mut k) => {
-            k.enable().context("cannot enable kernel tracepoints")?;
-            Some(KernelReader::start(k).context("cannot start the kernel reader thread")?)
-        }
-        None => None,
+    let opened = Opened {
+        kernel,
+        agent,
+        agent_clock,
+        calibration,
+        writer,
+        out_path,
+        lag: s.lag,
+        unstarted,
     };
-    let agent_path = agent.get().path().to_path_buf();
-    let option = s
-        .agent_lib
-        .as_deref()
-        .map(|lib| launch::agent_option(lib, &agent_path));
+    match s.subject {
+        Subject::Launch {
+            program,
+            argv,
+            agent_lib,
+        } => launch(opened, &program, &argv, agent_lib.as_deref()),
+        Subject::Attach(a) => attach(opened, a),
+    }
+}
+
+/// The sources and the trace, open, before the subject starts.
+struct Opened<'a, W: Write> {
+    kernel: Option<KernelSource>,
+    agent: RemoveOnDrop,
+    agent_clock: Clock,
+    calibration: Calibration,
+    writer: TraceWriter<W>,
+    out_path: String,
+    lag: Duration,
+    /// Removes the trace file unless disarmed (the subject started).
+    unstarted: Unstarted<'a>,
+}
+
+impl<W: Write> Opened<'_, W> {
+    /// Turns the kernel events on and starts their reader.
+    fn start_kernel(&mut self) -> anyhow::Result<Option<KernelReader>> {
+        Ok(match self.kernel.take() {
+            Some(mut k) => {
+                k.enable().context("cannot enable kernel tracepoints")?;
+                Some(KernelReader::start(k).context("cannot start the kernel reader thread")?)
+            }
+            None => None,
+        })
+    }
+
+    /// The recording state, following `follow`'s tree.
+    fn into_recording(
+        self,
+        kernel: Option<KernelReader>,
+        follow: Follow<ProcLookup>,
+        procfs: Option<ProcSampler>,
+    ) -> Recording<W> {
+        Recording {
+            kernel,
+            kernel_stats: KernelStats::default(),
+            procfs,
+            agent: self.agent.take(),
+            agent_clock: self.agent_clock,
+            calibration: self.calibration,
+            merger: Merger::new(),
+            follow,
+            writer: self.writer,
+            lag_ns: self.lag.as_nanos() as u64,
+            batch: Vec::new(),
+            stamped: Vec::new(),
+            ready: Vec::new(),
+            metas: Vec::new(),
+            tally: Tally::default(),
+            wakes: WakeAudit::default(),
+        }
+    }
+}
+
+/// Starts the command with the agent option and records it until it exits.
+fn launch(
+    mut opened: Opened<'_, BufWriter<File>>,
+    program: &Path,
+    argv: &[OsString],
+    agent_lib: Option<&Path>,
+) -> anyhow::Result<Outcome> {
+    child::install_forwarding().context("cannot install signal handlers")?;
+    let kernel = opened.start_kernel()?;
+    let agent_path = opened.agent.get().path().to_path_buf();
+    let option = agent_lib.map(|lib| launch::agent_option(lib, &agent_path));
     let existing = std::env::var_os(launch::JAVA_TOOL_OPTIONS);
-    let injection = launch::inject(&s.argv, option.as_deref(), existing.as_deref());
-    let argv0 = &s.argv[0];
+    let injection = launch::inject(argv, option.as_deref(), existing.as_deref());
+    let argv0 = &argv[0];
     let mut command = Child::spawn(
-        &s.program,
+        program,
         argv0,
         &injection.args,
         injection.java_tool_options.as_deref(),
     )
     .with_context(|| format!("cannot start {}", argv0.to_string_lossy()))?;
-    unstarted.0 = None;
+    opened.unstarted.0 = None;
     let began = Instant::now();
 
     let root = Pid(command.pid());
@@ -355,26 +491,10 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         .to_string_lossy()
         .into_owned();
     let (follow, root_meta) = Follow::new(ProcLookup, root, Pid(std::process::id()), &name);
-    writer.meta(&root_meta);
+    opened.writer.meta(&root_meta);
     let procfs = kernel.is_none().then(|| ProcSampler::new(root));
-    let mut rec = Recording {
-        kernel,
-        kernel_stats: KernelStats::default(),
-        procfs,
-        agent: agent.take(),
-        agent_clock,
-        calibration,
-        merger: Merger::new(),
-        follow,
-        writer,
-        lag_ns: s.lag.as_nanos() as u64,
-        batch: Vec::new(),
-        stamped: Vec::new(),
-        ready: Vec::new(),
-        metas: Vec::new(),
-        tally: Tally::default(),
-        wakes: WakeAudit::default(),
-    };
+    let out_path = opened.out_path.clone();
+    let mut rec = opened.into_recording(kernel, follow, procfs);
 
     let exit_code = match run(&mut rec, &mut command) {
         Ok(code) => code,
@@ -387,7 +507,16 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
             return Err(anyhow::anyhow!("the trace {out_path} is incomplete"));
         }
     };
-    let elapsed = began.elapsed();
+    finish(rec, began.elapsed(), &out_path)?;
+    Ok(Outcome { exit_code })
+}
+
+/// Ends the trace (final counters) and prints the summary.
+fn finish(
+    mut rec: Recording<BufWriter<File>>,
+    elapsed: Duration,
+    out_path: &str,
+) -> anyhow::Result<()> {
     let counters = rec.counters(elapsed);
     let lost = rec.kernel_stats.lost;
     let dropped = rec.agent.stats().dropped + rec.agent.no_slot_drops();
@@ -413,44 +542,194 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         host::own_cpu_ns() as f64 / 1e9,
         human_size(size)
     );
-    Ok(Outcome { exit_code })
+    Ok(())
 }
 
-/// The cycle loop: runs until the command exits, then drains everything.
-fn run<W: Write>(rec: &mut Recording<W>, command: &mut Child) -> io::Result<i32> {
-    // Ticks at fixed deadlines, so that the work of a tick does not stretch the period.
-    let (tick, ticks_per_cycle) = if rec.procfs.is_some() {
-        (PROC_PERIOD, PROC_SAMPLES_PER_CYCLE)
-    } else {
-        (CYCLE, 1)
-    };
-    let mut next = Instant::now();
-    let mut ticks = 0u32;
-    let code = loop {
-        if let Some(code) = command.try_wait()? {
-            break code;
+/// Ticks at fixed deadlines, so that the work of a tick does not stretch the period:
+/// with kernel events, one cycle per tick; with the /proc fallback, one /proc sample
+/// per tick and a cycle every [`PROC_SAMPLES_PER_CYCLE`].
+struct Ticker {
+    tick: Duration,
+    ticks_per_cycle: u32,
+    next: Instant,
+    ticks: u32,
+}
+
+impl Ticker {
+    fn new<W: Write>(rec: &Recording<W>) -> Ticker {
+        let (tick, ticks_per_cycle) = if rec.procfs.is_some() {
+            (PROC_PERIOD, PROC_SAMPLES_PER_CYCLE)
+        } else {
+            (CYCLE, 1)
+        };
+        Ticker {
+            tick,
+            ticks_per_cycle,
+            next: Instant::now(),
+            ticks: 0,
         }
+    }
+
+    /// One tick's work, then a sleep until the next deadline.
+    fn tick<W: Write>(&mut self, rec: &mut Recording<W>) -> io::Result<()> {
         rec.sample_proc();
-        ticks += 1;
-        if ticks == ticks_per_cycle {
-            ticks = 0;
+        self.ticks += 1;
+        if self.ticks == self.ticks_per_cycle {
+            self.ticks = 0;
             rec.cycle(false)?;
         }
-        next += tick;
+        self.next += self.tick;
         let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
+        if self.next > now {
+            std::thread::sleep(self.next - now);
         } else {
-            next = now; // fell behind: do not try to catch up in a burst
+            self.next = now; // fell behind: do not try to catch up in a burst
         }
-    };
+        Ok(())
+    }
+}
+
+/// The end of a recording: the last kernel records, then everything drained.
+fn drain_all<W: Write>(rec: &mut Recording<W>) -> io::Result<()> {
     std::thread::sleep(SETTLE);
     if let Some(k) = &mut rec.kernel {
         rec.kernel_stats = k.finish(&mut rec.batch);
     }
     rec.sample_proc();
-    rec.cycle(true)?;
+    rec.cycle(true)
+}
+
+/// The cycle loop: runs until the command exits, then drains everything.
+fn run<W: Write>(rec: &mut Recording<W>, command: &mut Child) -> io::Result<i32> {
+    let mut ticker = Ticker::new(rec);
+    let code = loop {
+        if let Some(code) = command.try_wait()? {
+            break code;
+        }
+        ticker.tick(rec)?;
+    };
+    drain_all(rec)?;
     Ok(code)
+}
+
+/// Attaches to a running JVM and records it until the attach ends (see the module
+/// documentation).
+fn attach(mut opened: Opened<'_, BufWriter<File>>, a: Attach<'_>) -> anyhow::Result<Outcome> {
+    let pid = a.pid;
+    let born =
+        procfs::start_time(pid).ok_or_else(|| anyhow::anyhow!("no process with pid {pid}"))?;
+    let alive = || procfs::start_time(pid) == Some(born);
+    // Every thread alive now, sampled before the kernel events start: their first
+    // evidence (in /proc fallback the sampler does this itself).
+    let before = clock::monotonic();
+    let (process, tasks) =
+        procfs::tasks_of(pid).ok_or_else(|| anyhow::anyhow!("process {pid} exited"))?;
+    let kernel = opened.start_kernel()?;
+    let (mut follow, root_meta) = Follow::new(ProcLookup, pid, Pid(process.ppid), &process.comm);
+    opened.writer.meta(&root_meta);
+    let procfs = kernel.is_none().then(|| ProcSampler::new(pid));
+    let mut metas = Vec::new();
+    let mut samples = Vec::new();
+    if procfs.is_none() {
+        for t in &tasks {
+            follow.adopt(
+                pid,
+                Pid(process.ppid),
+                t.tid,
+                &t.stat.comm,
+                &process.comm,
+                &mut metas,
+            );
+            samples.push(Record {
+                time: before,
+                event: t.sample(),
+            });
+        }
+    }
+    for m in &metas {
+        opened.writer.meta(m);
+    }
+    let agent_path = opened.agent.get().path().to_path_buf();
+    let out_path = opened.out_path.clone();
+    // The attach itself; on failure nothing is left behind (buffer file, trace file).
+    (a.load)(&agent_path)?;
+    opened.unstarted.0 = None;
+    let began = Instant::now();
+    let mut rec = opened.into_recording(kernel, follow, procfs);
+    rec.batch.extend(samples);
+
+    let stop_requested = &a.stop_requested;
+    let mut ticker = Ticker::new(&rec);
+    let recorded: io::Result<()> = (|| {
+        // Until the agent's instrumentation is in place.
+        let waiting = Instant::now();
+        while rec.agent.agent_state() == AgentState::Starting {
+            if stop_requested() || !alive() {
+                break;
+            }
+            if waiting.elapsed() > READY_WAIT {
+                say!(
+                    "sonda: the agent in JVM {pid} did not report ready within {} s; recording anyway",
+                    READY_WAIT.as_secs()
+                );
+                break;
+            }
+            ticker.tick(&mut rec)?;
+        }
+        let until = a.duration.map(|d| Instant::now() + d);
+        if !stop_requested() && alive() {
+            let how = match a.duration {
+                Some(d) => format!("for {} s", d.as_secs_f64()),
+                None => "until Ctrl-C".to_string(),
+            };
+            say!(
+                "sonda: attached to JVM {pid} ({}) in {:.2} s; recording {how}",
+                process.comm,
+                clock::monotonic().0.saturating_sub(a.started.0) as f64 / 1e9
+            );
+        }
+        while !stop_requested() && until.is_none_or(|u| Instant::now() < u) && alive() {
+            ticker.tick(&mut rec)?;
+        }
+        if alive() {
+            // Detach: the agent switches its events off, restores the classes and says
+            // so; drain meanwhile, so that nothing it writes before is lost.
+            rec.agent.request_stop();
+            let asked = Instant::now();
+            while rec.agent.agent_state() != AgentState::Stopped && alive() {
+                if asked.elapsed() > STOP_WAIT {
+                    say!(
+                        "sonda: the agent in JVM {pid} did not confirm it stopped within {} s; its classes may still be instrumented",
+                        STOP_WAIT.as_secs()
+                    );
+                    break;
+                }
+                ticker.tick(&mut rec)?;
+            }
+        } else {
+            say!("sonda: JVM {pid} exited during the recording");
+        }
+        drain_all(&mut rec)
+    })();
+    if let Err(e) = recorded {
+        rec.agent.request_stop();
+        rec.kernel = None;
+        let _ = rec.agent.remove();
+        return Err(anyhow::anyhow!(
+            "recording failed: {e}; the trace {out_path} is incomplete"
+        ));
+    }
+    if rec.agent.agent_state() == AgentState::Stopped {
+        say!("sonda: detached from JVM {pid}: events off, original classes restored");
+    }
+    if let Some(first) = rec.tally.first_enter {
+        say!(
+            "sonda: first method event {:.3} s after sonda attach started",
+            first.0.saturating_sub(a.started.0) as f64 / 1e9
+        );
+    }
+    finish(rec, began.elapsed(), &out_path)?;
+    Ok(Outcome { exit_code: 0 })
 }
 
 /// Owns the agent buffer until the recording takes it; removes the file on early exit.

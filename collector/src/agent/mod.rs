@@ -14,7 +14,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use sonda_shm::records::decode;
-use sonda_shm::{Clock, Geometry, Region, SlotState};
+use sonda_shm::{AgentState, Clock, Geometry, Region, SlotState};
 use sonda_trace::codec::{Item, Items};
 use sonda_trace::{Event, Meta, Pid, Tid};
 
@@ -36,6 +36,9 @@ pub struct AgentSettings {
     pub meta_len: u64,
     /// The clock agents stamp with.
     pub clock: Clock,
+    /// Whether the agent is attached to a running JVM (`mode=attach`), rather than
+    /// given to JVMs the recorded command starts (`mode=launch`).
+    pub attach: bool,
 }
 
 /// One drained agent record, stamped with the agent clock.
@@ -83,8 +86,9 @@ pub struct AgentSource {
 }
 
 /// The configuration text agents read (`key=value` lines, see the architecture doc).
-pub fn config_text(method_lines: &str) -> String {
-    format!("mode=launch\n{method_lines}")
+pub fn config_text(method_lines: &str, attach: bool) -> String {
+    let mode = if attach { "attach" } else { "launch" };
+    format!("mode={mode}\n{method_lines}")
 }
 
 impl AgentSource {
@@ -101,7 +105,7 @@ impl AgentSource {
             &path,
             geo,
             settings.clock,
-            &config_text(&settings.method_lines),
+            &config_text(&settings.method_lines, settings.attach),
         )?;
         Ok(AgentSource {
             region,
@@ -243,6 +247,16 @@ impl AgentSource {
         self.region.attached()
     }
 
+    /// Asks agents to stop recording and, after an attach, to restore their classes.
+    pub fn request_stop(&self) {
+        self.region.request_stop();
+    }
+
+    /// Where the attached agent is (`Starting` until it reports).
+    pub fn agent_state(&self) -> AgentState {
+        self.region.agent_state()
+    }
+
     /// Removes the buffer file (agents still mapping it keep their mapping).
     pub fn remove(self) -> io::Result<()> {
         std::fs::remove_file(&self.path)
@@ -274,13 +288,15 @@ mod tests {
             ring_len: 256,
             meta_len: 1 << 16,
             clock: Clock::Monotonic,
+            attach: false,
         }
     }
 
     #[test]
     fn config_lists_methods_in_order() {
-        let text = config_text(&settings().method_lines);
+        let text = config_text(&settings().method_lines, false);
         assert_eq!(text, "mode=launch\nmethods=a.B::c\nmethods=!a.B::d\n");
+        assert!(config_text("", true).starts_with("mode=attach\n"));
         // The agent reads the same filter back.
         let back = sonda_filter::MethodFilter::from_config_lines(&text).unwrap();
         assert_eq!(back.patterns(), ["a.B::c", "!a.B::d"]);
@@ -293,7 +309,7 @@ mod tests {
         let mut src = AgentSource::create(dir.path(), &settings()).unwrap();
         assert_eq!(
             Region::open(src.path()).unwrap().config(),
-            config_text(&settings().method_lines)
+            config_text(&settings().method_lines, false)
         );
         let agent: &'static Region = Box::leak(Box::new(Region::open(src.path()).unwrap()));
         let me = std::process::id();

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod attach;
 pub mod merge;
 pub mod paraver;
 pub mod record;
@@ -11,6 +12,7 @@ use crate::cli::Command;
 pub fn run(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Record(args) => record::run(args),
+        Command::Attach(args) => attach::run(args),
         Command::Paraver(args) => paraver::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Report(args) => report::run(args),

@@ -9,7 +9,7 @@ use sonda_filter::MethodFilter;
 
 use crate::cli::RecordArgs;
 use crate::launch::{self, AGENT_ENV, AGENT_LIB};
-use crate::recorder::{self, Settings};
+use crate::recorder::{self, Settings, Subject};
 
 /// Per-thread agent slots: threads beyond this many recording at once lose their
 /// events (counted as `agent.no_slot`). The file is sparse: unused slots cost nothing.
@@ -49,9 +49,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let outcome = recorder::record(Settings {
         output,
         output_path: args.output,
-        program,
-        argv: args.command,
-        agent_lib,
+        subject: Subject::Launch {
+            program,
+            argv: args.command,
+            agent_lib,
+        },
         methods,
         kernel_ring,
         agent_ring,
