@@ -32,6 +32,9 @@ use crate::clock;
 
 /// How long after its timestamp a record is taken to be readable.
 const SLACK: Duration = Duration::from_millis(10);
+/// Most pages of one CPU read in one read (1 MiB of 4 KiB pages), so that the perf
+/// rings are read again before they fill while a busy CPU's buffer is being emptied.
+const MAX_PAGES: usize = 256;
 /// The `stats` files are read every this many reads (and when a page reports a loss).
 const STATS_EVERY: u32 = 20;
 
@@ -43,6 +46,12 @@ struct CpuState {
     accounted: CpuLoss,
     /// Time of the last event read (where a loss noticed now is placed).
     last_time: u64,
+    /// Whether the last read left pages in the buffer.
+    ftrace_backlog: bool,
+    /// Time of the latest perf record read.
+    perf_time: u64,
+    /// Whether the last read left perf records in the ring.
+    perf_backlog: bool,
 }
 
 /// Tracepoints from ftrace, switch-in records from perf.
@@ -59,6 +68,8 @@ pub struct FtraceSource {
     tgids: Tgids,
     stats: KernelStats,
     page: Vec<u8>,
+    /// CPUs whose perf ring the last read did not empty.
+    backlog: Vec<u16>,
     reads: u32,
     stopped: bool,
 }
@@ -80,6 +91,9 @@ impl FtraceSource {
                 merge: CpuMerge::new(cpu),
                 accounted: CpuLoss::default(),
                 last_time: 0,
+                ftrace_backlog: false,
+                perf_time: 0,
+                perf_backlog: false,
             })
             .collect();
         let max = cpus.iter().map(|c| usize::from(c.cpu)).max().unwrap_or(0);
@@ -100,6 +114,7 @@ impl FtraceSource {
                 ftrace: true,
                 ..KernelStats::default()
             },
+            backlog: Vec::new(),
             reads: 0,
             stopped: false,
         }
@@ -123,8 +138,9 @@ impl FtraceSource {
         ftrace
     }
 
-    /// Appends what can be released now to `out`, in time order per CPU.
-    pub fn read(&mut self, out: &mut Vec<Record>) {
+    /// Appends what can be released now to `out`, in time order per CPU; returns
+    /// whether a buffer was left with records (read again soon).
+    pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
         let horizon = if self.stopped {
             u64::MAX
         } else {
@@ -134,14 +150,25 @@ impl FtraceSource {
         self.reads = self.reads.wrapping_add(1);
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
         for i in 0..self.cpus.len() {
-            self.read_cpu(i);
-            if check_stats {
+            self.cpus[i].ftrace_backlog = self.read_cpu(i);
+            if check_stats && !self.cpus[i].ftrace_backlog {
                 self.check_loss(i);
             }
         }
+        let mut more = false;
         for c in &mut self.cpus {
-            c.merge.release(horizon, out, &mut self.stats);
+            // Records not read yet are later than the last read of the same stream.
+            let mut h = horizon;
+            if c.ftrace_backlog {
+                h = h.min(c.last_time);
+            }
+            if c.perf_backlog {
+                h = h.min(c.perf_time);
+            }
+            more |= c.ftrace_backlog || c.perf_backlog;
+            c.merge.release(h, out, &mut self.stats);
         }
+        more
     }
 
     /// What was read so far.
@@ -162,35 +189,47 @@ impl FtraceSource {
             return;
         };
         let (cpus, by_cpu, stats) = (&mut self.cpus, &self.by_cpu, &mut self.stats);
-        rings.read(|ring_cpu, ty, misc, body| {
-            let Some(c) = by_cpu
-                .get(usize::from(ring_cpu))
-                .copied()
-                .flatten()
-                .map(|i| &mut cpus[i])
-            else {
-                return;
-            };
-            match perf_record::parse(ty, misc, body) {
-                Ok(PerfRecord::SwitchIn {
-                    tid, prev, time, ..
-                }) => c.merge.switch_in(time, tid, prev),
-                Ok(PerfRecord::Lost { lost, time, .. }) => c.merge.lost(time, lost),
-                Ok(_) => {}
-                Err(_) => stats.undecodable += 1,
-            }
-        });
+        let index = |cpu: u16| by_cpu.get(usize::from(cpu)).copied().flatten();
+        self.backlog.clear();
+        // A quarter of the ring per read: the ring is then read four times before a CPU
+        // producing as fast as the reader reads could fill it.
+        let max = (rings.ring_bytes() / 4).max(4096);
+        rings.read(
+            max,
+            |ring_cpu, ty, misc, body| {
+                let Some(c) = index(ring_cpu).map(|i| &mut cpus[i]) else {
+                    return;
+                };
+                match perf_record::parse(ty, misc, body) {
+                    Ok(PerfRecord::SwitchIn {
+                        tid, prev, time, ..
+                    }) => {
+                        c.perf_time = c.perf_time.max(time);
+                        c.merge.switch_in(time, tid, prev)
+                    }
+                    Ok(PerfRecord::Lost { lost, time, .. }) => c.merge.perf_lost(time, lost),
+                    Ok(PerfRecord::Sample(s)) => c.perf_time = c.perf_time.max(s.time),
+                    Ok(PerfRecord::Other(_)) => {}
+                    Err(_) => stats.undecodable += 1,
+                }
+            },
+            &mut self.backlog,
+        );
+        for c in cpus.iter_mut() {
+            c.perf_backlog = self.backlog.contains(&c.cpu);
+        }
     }
 
-    /// Empties the buffer of the `i`th CPU into its merge.
-    fn read_cpu(&mut self, i: usize) {
-        loop {
+    /// Reads the buffer of the `i`th CPU into its merge, up to [`MAX_PAGES`]; returns
+    /// whether pages were left.
+    fn read_cpu(&mut self, i: usize) -> bool {
+        for _ in 0..MAX_PAGES {
             match self.instance.read_page(i, &mut self.page) {
                 Ok(true) => {}
-                Ok(false) => return,
+                Ok(false) => return false,
                 Err(_) => {
                     self.stats.undecodable += 1;
-                    return;
+                    return false;
                 }
             }
             let page = match Page::parse(&self.layout, &self.page) {
@@ -215,14 +254,14 @@ impl FtraceSource {
                     (None, Missed::Count(n)) => n,
                     _ => 0,
                 };
-                c.merge.lost(page.timestamp, count);
+                c.merge.ftrace_lost(page.timestamp, count);
             }
             for e in page.events() {
                 let e = match e {
                     Ok(e) => e,
                     Err(_) => {
                         self.stats.undecodable += 1;
-                        c.merge.lost(c.last_time, 0);
+                        c.merge.ftrace_lost(c.last_time, 0);
                         break;
                     }
                 };
@@ -233,6 +272,7 @@ impl FtraceSource {
                 }
             }
         }
+        true
     }
 
     /// Passes on losses the `stats` file counts and the pages did not report.
@@ -254,7 +294,7 @@ impl FtraceSource {
                 .saturating_sub(c.accounted.commit_overrun)
             + now.dropped.saturating_sub(c.accounted.dropped);
         if new > 0 {
-            c.merge.lost(c.last_time, new);
+            c.merge.ftrace_lost(c.last_time, new);
         }
         c.accounted = CpuLoss { overrun, ..now };
     }

@@ -153,7 +153,9 @@ impl KernelSource {
 
     /// Appends records read now to `out`, decoded; after [`KernelSource::disable`],
     /// everything left. Each CPU's records come in about time order, not exactly.
-    pub fn read(&mut self, out: &mut Vec<Record>) {
+    /// Returns whether records were left to read (a read takes a bounded amount, so
+    /// that no buffer waits for another to be emptied).
+    pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
         match &mut self.inner {
             Inner::Ftrace(s) => s.read(out),
             Inner::Perf(s) => s.read(out),
@@ -187,8 +189,8 @@ fn open_ftrace(
     )
     .map_err(|e| InstanceError::Other(e.to_string()))?;
     let instance = Instance::create(tracefs, &TRACEPOINTS, ring_bytes, cpus, layout.page_size())?;
-    // Switch records are about a third of the volume of the tracepoints.
-    let switch_ring = (ring_bytes / 4).max(64 << 10);
+    // Switch records (two per switch) are about half the volume of the tracepoints.
+    let switch_ring = (ring_bytes / 2).max(64 << 10);
     let (rings, notice) = match KernelRings::open(&[], cpus, switch_ring) {
         Ok(r) => (Some(r), None),
         Err(e) => (

@@ -143,9 +143,15 @@ impl KernelRings {
 
     /// Hands every record now in the rings to `each(cpu, type, misc, body)`, consuming
     /// them.
-    /// Reads at most one ring's worth per CPU so that a CPU producing faster than the
-    /// reader cannot keep it here forever. Returns the number of records.
-    pub fn read(&mut self, mut each: impl FnMut(u16, u32, u16, &[u8])) -> u64 {
+    /// Reads at most `max_bytes` per CPU so that a CPU producing faster than the reader
+    /// cannot keep it here forever; the CPUs left with records are appended to
+    /// `backlog`. Returns the number of records.
+    pub fn read(
+        &mut self,
+        max_bytes: usize,
+        mut each: impl FnMut(u16, u32, u16, &[u8]),
+        backlog: &mut Vec<u16>,
+    ) -> u64 {
         let mut n = 0;
         for ring in &mut self.rings {
             let mut bytes = 0usize;
@@ -155,12 +161,18 @@ impl KernelRings {
                 each(ring.cpu, record.ty(), record.misc(), &body);
                 n += 1;
                 // Dropping `record` hands its space back to the kernel.
-                if bytes >= self.ring_bytes {
+                if bytes >= max_bytes {
+                    backlog.push(ring.cpu);
                     break;
                 }
             }
         }
         n
+    }
+
+    /// Bytes of one CPU's ring.
+    pub fn ring_bytes(&self) -> usize {
+        self.ring_bytes
     }
 }
 

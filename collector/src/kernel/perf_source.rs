@@ -19,6 +19,8 @@ pub struct PerfSource {
     /// Per CPU number.
     switches: Vec<CpuSwitches>,
     stats: KernelStats,
+    /// CPUs whose ring was not emptied by the last read.
+    backlog: Vec<u16>,
 }
 
 impl PerfSource {
@@ -30,6 +32,7 @@ impl PerfSource {
             decoder,
             switches: vec![CpuSwitches::default(); usize::from(max_cpu) + 1],
             stats: KernelStats::default(),
+            backlog: Vec::new(),
         }
     }
 
@@ -43,40 +46,48 @@ impl PerfSource {
         self.rings.disable()
     }
 
-    /// Appends every record now in the rings to `out`, decoded. Each CPU's records come
-    /// in the order that CPU wrote them (almost, but not exactly, time order).
-    pub fn read(&mut self, out: &mut Vec<Record>) {
+    /// Appends the records now in the rings to `out`, decoded, up to a ring's worth per
+    /// CPU; returns whether some were left. Each CPU's records come in the order that
+    /// CPU wrote them (almost, but not exactly, time order).
+    pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
         let decoder = &self.decoder;
         let stats = &mut self.stats;
         let switches = &mut self.switches;
-        self.rings.read(|cpu, ty, misc, body| {
-            let Some(cpu_switches) = switches.get_mut(usize::from(cpu)) else {
-                return;
-            };
-            match decode(decoder, cpu, ty, misc, body) {
-                Ok(Decoded::Event(r)) => {
-                    match r.event {
-                        Event::Switch { next, .. } => cpu_switches.saw_switch(next.0, r.time.0),
-                        _ => cpu_switches.saw_record(r.time.0),
-                    }
-                    stats.samples += 1;
-                    out.push(r);
-                }
-                Ok(Decoded::SwitchIn { tid, prev, time }) => {
-                    if let Some(r) = cpu_switches.saw_switch_in(cpu, tid, prev, time) {
-                        stats.repaired += 1;
+        self.backlog.clear();
+        let max = self.rings.ring_bytes();
+        self.rings.read(
+            max,
+            |cpu, ty, misc, body| {
+                let Some(cpu_switches) = switches.get_mut(usize::from(cpu)) else {
+                    return;
+                };
+                match decode(decoder, cpu, ty, misc, body) {
+                    Ok(Decoded::Event(r)) => {
+                        match r.event {
+                            Event::Switch { next, .. } => cpu_switches.saw_switch(next.0, r.time.0),
+                            _ => cpu_switches.saw_record(r.time.0),
+                        }
+                        stats.samples += 1;
                         out.push(r);
                     }
+                    Ok(Decoded::SwitchIn { tid, prev, time }) => {
+                        if let Some(r) = cpu_switches.saw_switch_in(cpu, tid, prev, time) {
+                            stats.repaired += 1;
+                            out.push(r);
+                        }
+                    }
+                    Ok(Decoded::Lost(r, n)) => {
+                        cpu_switches.lost();
+                        stats.lost += n;
+                        out.push(r);
+                    }
+                    Ok(Decoded::Nothing) => {}
+                    Err(_) => stats.undecodable += 1,
                 }
-                Ok(Decoded::Lost(r, n)) => {
-                    cpu_switches.lost();
-                    stats.lost += n;
-                    out.push(r);
-                }
-                Ok(Decoded::Nothing) => {}
-                Err(_) => stats.undecodable += 1,
-            }
-        });
+            },
+            &mut self.backlog,
+        );
+        !self.backlog.is_empty()
     }
 
     /// What was read so far.

@@ -43,14 +43,20 @@ impl KernelReader {
                             let _ = source.disable();
                         }
                         let mut batch = Vec::new();
-                        source.read(&mut batch);
+                        let mut more = source.read(&mut batch);
+                        while last && more {
+                            more = source.read(&mut batch);
+                        }
                         if !batch.is_empty() && tx.send(batch).is_err() {
                             break; // the recorder is gone
                         }
                         if last {
                             break;
                         }
-                        std::thread::sleep(PERIOD);
+                        // A buffer left with records is read again at once.
+                        if !more {
+                            std::thread::sleep(PERIOD);
+                        }
                     }
                     source.stats()
                 })?
