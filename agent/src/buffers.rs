@@ -182,6 +182,19 @@ fn record_slow(time: u64, kind: u8, arg: u32) {
     }
 }
 
+/// Ignores every record of the calling thread from now on: for the agent's own Java
+/// threads ("sonda-attach", "sonda-stop"), which are no part of the application (the
+/// kernel events still show the CPU they use).
+pub fn mute_this_thread() {
+    let _ = SLOT.try_with(|slot| slot.set(Slot::Muted));
+}
+
+/// Whether the calling thread's records are ignored.
+pub fn is_muted() -> bool {
+    SLOT.try_with(|slot| matches!(slot.get(), Slot::Muted))
+        .unwrap_or(false)
+}
+
 /// Runs `f` with the calling thread's records ignored (not recorded, not counted):
 /// for the agent's own calls of the probes.
 pub fn muted<T>(f: impl FnOnce() -> T) -> T {

@@ -71,6 +71,9 @@ impl Threads {
     /// down; native code may attach and detach repeatedly) keeps its first name: one
     /// kernel thread, one name in the trace.
     pub fn started(&self, jvmti: Jvmti, jni: &Jni<'_>, thread: Local<'_>) {
+        if buffers::is_muted() {
+            return; // one of the agent's own threads
+        }
         let time = clock::now();
         let tid = buffers::current_tid();
         buffers::record(time, records::THREAD_START, 0);
@@ -85,6 +88,9 @@ impl Threads {
 
     /// JVMTI ThreadEnd, on the ending thread: its last record, then its slot goes back.
     pub fn ended(&self) {
+        if buffers::is_muted() {
+            return;
+        }
         let time = clock::now();
         let tid = buffers::current_tid();
         buffers::record(time, records::THREAD_END, 0);

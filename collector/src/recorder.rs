@@ -37,6 +37,7 @@ use sonda_shm::{AgentState, Clock};
 use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter};
 
 use crate::agent::buffer_file::SHM_DIR;
+use crate::agent::pid_map::PidMap;
 use crate::agent::{AgentSettings, AgentSource, Stamped};
 use crate::child::{self, Child};
 use crate::follow::{Follow, ProcLookup};
@@ -289,6 +290,9 @@ impl<W: Write> Recording<W> {
         }
         if a.unknown > 0 {
             counters.push(c("agent.unknown_records", a.unknown));
+        }
+        if self.agent.unmapped_ids() > 0 {
+            counters.push(c("agent.unmapped_ids", self.agent.unmapped_ids()));
         }
         if a.bad_metas > 0 {
             counters.push(c("agent.bad_metas", a.bad_metas));
@@ -657,6 +661,10 @@ fn attach(mut opened: Opened<'_, BufWriter<File>>, a: Attach<'_>) -> anyhow::Res
     let began = Instant::now();
     let mut rec = opened.into_recording(kernel, follow, procfs);
     rec.batch.extend(samples);
+    if let Some(map) = PidMap::for_process(pid) {
+        // A JVM in a container: its agent speaks in the ids of its pid namespace.
+        rec.agent.translate_ids(map);
+    }
 
     let stop_requested = &a.stop_requested;
     let mut ticker = Ticker::new(&rec);

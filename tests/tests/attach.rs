@@ -91,10 +91,30 @@ impl Program {
         let dir = tempfile::tempdir().unwrap();
         let classes = java_classes("AttachLoop");
         let stamps = dir.path().join("stamps.bin");
-        let mut child = Command::new("java")
+        Program::start_in(&[], &classes, stamps, dir)
+    }
+
+    /// Runs AttachLoop under `prefix` (a command that runs the rest of its arguments,
+    /// perhaps in other namespaces). Thread ids are translated to ours.
+    fn start_in(
+        prefix: &[&str],
+        classes: &Path,
+        stamps: PathBuf,
+        dir: tempfile::TempDir,
+    ) -> Program {
+        let (program, prefix_args) = match prefix.split_first() {
+            Some((p, rest)) => (*p, rest),
+            None => ("java", &[][..]),
+        };
+        let mut command = Command::new(program);
+        command.args(prefix_args);
+        if !prefix.is_empty() {
+            command.arg("java");
+        }
+        let mut child = command
             .args(JVM_OPTIONS)
             .arg("-cp")
-            .arg(&classes)
+            .arg(classes)
             .arg("AttachLoop")
             .arg(&stamps)
             .stdin(Stdio::piped())
@@ -106,16 +126,24 @@ impl Program {
         let stderr = line_reader(child.stderr.take().unwrap());
         let stdin = child.stdin.take();
         let (ready, before) = wait_line(&lines, "ready\t", "AttachLoop");
+        let own_pid: u32 = ready.split('\t').nth(1).unwrap().parse().unwrap();
+        let pid = if prefix.is_empty() {
+            own_pid
+        } else {
+            find_java(child.id()).expect("java under the prefix command")
+        };
+        let ours = ns_tids(pid);
         let mut threads = BTreeMap::new();
         for l in before {
             let f: Vec<&str> = l.split('\t').collect();
             if f[0] == "thread" {
-                threads.insert(f[1].to_string(), f[2].parse().unwrap());
+                let own: u32 = f[2].parse().unwrap();
+                threads.insert(f[1].to_string(), *ours.get(&own).unwrap_or(&own));
             }
         }
         assert!(threads.contains_key("main") && threads.contains_key("counter"));
         Program {
-            pid: ready.split('\t').nth(1).unwrap().parse().unwrap(),
+            pid,
             child,
             stdin,
             lines,
@@ -179,6 +207,40 @@ impl Drop for Program {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The process named `java` at or under `pid` (launchers like unshare fork it).
+fn find_java(pid: u32) -> Option<u32> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if comm.trim() == "java" {
+        return Some(pid);
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .find_map(find_java)
+}
+
+/// Thread ids of process `pid` in its own pid namespace → ours (empty when the same).
+fn ns_tids(pid: u32) -> BTreeMap<u32, u32> {
+    let mut map = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        if let Some(line) = status.lines().find(|l| l.starts_with("NSpid:")) {
+            let ids: Vec<u32> = line[6..]
+                .split_whitespace()
+                .map(|v| v.parse().unwrap())
+                .collect();
+            if ids.len() > 1 {
+                map.insert(*ids.last().unwrap(), ids[0]);
+            }
+        }
+    }
+    map
 }
 
 /// What `work(i)` returns, summed over the first `n` calls, as Java computes it.
@@ -717,4 +779,107 @@ fn error_paths_are_one_line_and_leave_nothing_behind() {
     let ended = program.end();
     assert!(ended.success, "{}", ended.stderr);
     assert_eq!(ended.check, expected_check(ended.calls));
+}
+
+#[test]
+fn a_jvm_in_its_own_pid_and_mount_namespaces() {
+    container_case(false);
+}
+
+#[test]
+fn a_jvm_in_a_user_namespace_container() {
+    // Its root is uid 100000 outside: the buffer file and the staged agent must be
+    // that user's.
+    container_case(true);
+}
+
+fn container_case(user_namespace: bool) {
+    let unshare = Command::new("sh")
+        .args(["-c", "command -v unshare && command -v setpriv"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !require(
+        "root, unshare and setpriv (a JVM in a container)",
+        is_root() && unshare,
+    ) {
+        return;
+    }
+    // The container gets its own /tmp: the classes and stamps live elsewhere, where
+    // the container's user may read and write.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let classes = dir.path().join("classes");
+    std::fs::create_dir_all(&classes).unwrap();
+    for f in std::fs::read_dir(java_classes("AttachLoop"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::copy(f.path(), classes.join(f.file_name())).unwrap();
+    }
+    let uid = if user_namespace { 100_000 } else { 0 };
+    for p in [dir.path(), classes.as_path()] {
+        std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
+    }
+    let stamps = dir.path().join("stamps.bin");
+    let out_dir = tempfile::tempdir().unwrap();
+    let trace = out_dir.path().join("container.trace");
+    let mut prefix: Vec<&str> = Vec::new();
+    if user_namespace {
+        prefix.extend([
+            "setpriv",
+            "--reuid=100000",
+            "--regid=100000",
+            "--clear-groups",
+            "unshare",
+            "--user",
+            "--map-root-user",
+        ]);
+    } else {
+        prefix.push("unshare");
+    }
+    prefix.extend([
+        "--pid",
+        "--mount",
+        "--fork",
+        "--mount-proc",
+        "sh",
+        "-c",
+        "mount -t tmpfs tmpfs /tmp && exec \"$@\"",
+        "sh",
+    ]);
+    let program = Program::start_in(&prefix, &classes, stamps, dir);
+    let host = program.pid;
+    assert_eq!(
+        ns_tids(host).get(&1),
+        Some(&host),
+        "the JVM is pid 1 of its namespace"
+    );
+    let out = attach_once(
+        host,
+        &trace,
+        &["--methods", "AttachLoop::work", "--duration", "2"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The agent library was copied into the container's /tmp, as its user.
+    let staged: Vec<_> = std::fs::read_dir(format!("/proc/{host}/root/tmp"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("sonda-{uid}-"))
+        })
+        .collect();
+    assert_eq!(staged.len(), 1, "{staged:?}");
+    let threads = program.threads.clone();
+    let ended = program.end();
+    assert!(ended.success && ended.stderr.is_empty(), "{}", ended.stderr);
+    let t = Trace::read(&trace);
+    assert_eq!(t.counter("agent.unmapped_ids"), None);
+    // Our ids everywhere: the agent's threads are the kernel's threads.
+    check_trace(&t, &threads, &ended.stamps, tracepoints_available());
+    assert!(t.metas.iter().any(|m| matches!(
+        m,
+        Meta::Process { pid, runtime: sonda_trace::Runtime::Java, .. } if pid.0 == host
+    )));
+    export_and_check(&trace);
 }

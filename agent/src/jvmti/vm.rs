@@ -28,7 +28,8 @@ impl Vm {
     }
 
     /// Runs `f` on a new OS thread attached to the JVM as a daemon Java thread named
-    /// `name` (it appears as a Java thread, with ThreadStart/ThreadEnd), then detaches.
+    /// `name`, then detaches. The thread is the agent's: its records are ignored from
+    /// before it attaches (so its own ThreadStart names nothing).
     pub fn spawn_daemon(
         self,
         name: &str,
@@ -44,6 +45,7 @@ impl Vm {
 
 /// The body of a [`Vm::spawn_daemon`] thread.
 fn attached(vm: Vm, name: &CString, f: impl FnOnce(&Jni<'_>)) {
+    crate::buffers::mute_this_thread();
     let raw = vm.raw();
     let mut env: *mut c_void = ptr::null_mut();
     let mut args = JavaVMAttachArgs {

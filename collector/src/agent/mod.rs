@@ -8,6 +8,7 @@
 //! (see [`crate::tsc`]), because it calibrates *after* draining.
 
 pub mod buffer_file;
+pub mod pid_map;
 pub mod ring_map;
 
 use std::io;
@@ -83,6 +84,8 @@ pub struct AgentSource {
     since_full_scan: u32,
     scratch: Vec<u8>,
     stats: AgentStats,
+    /// The attached process's pid namespace, when it is not ours (a container).
+    pid_map: Option<pid_map::PidMap>,
 }
 
 /// The configuration text agents read (`key=value` lines, see the architecture doc).
@@ -117,7 +120,19 @@ impl AgentSource {
             since_full_scan: 0,
             scratch: Vec::with_capacity(settings.ring_len as usize),
             stats: AgentStats::default(),
+            pid_map: None,
         })
+    }
+
+    /// Translates the ids the agent writes from its pid namespace to ours (an attach to
+    /// a JVM in a container).
+    pub fn translate_ids(&mut self, map: pid_map::PidMap) {
+        self.pid_map = Some(map);
+    }
+
+    /// Agent thread ids that could not be translated to ours (threads gone too soon).
+    pub fn unmapped_ids(&self) -> u64 {
+        self.pid_map.as_ref().map_or(0, pid_map::PidMap::unmapped)
     }
 
     /// The buffer file, for the agent's `shm=` option.
@@ -164,7 +179,10 @@ impl AgentSource {
                 continue;
             }
             let i = i - 1;
-            let (pid, tid) = (Pid(info.pid), Tid(info.tid));
+            let (mut pid, mut tid) = (Pid(info.pid), Tid(info.tid));
+            if let Some(map) = &mut self.pid_map {
+                (pid, tid) = (map.pid(pid), map.tid(tid));
+            }
             self.scratch.clear();
             self.region.drain(i, &mut self.scratch);
             let mut last_raw = None;
@@ -202,7 +220,7 @@ impl AgentSource {
                 SlotState::Retired => {
                     self.region.free_if_drained(i);
                 }
-                SlotState::Owned if last_raw.is_none() && !process_alive(info.pid) => {
+                SlotState::Owned if last_raw.is_none() && !process_alive(pid.0) => {
                     // Its process died without retiring the slot (killed): drained above.
                     self.region.force_free(i);
                 }
@@ -214,12 +232,16 @@ impl AgentSource {
     /// Hands every metadata record published since the last call to `each`.
     pub fn read_meta(&mut self, mut each: impl FnMut(Meta)) {
         let stats = &mut self.stats;
+        let pid_map = &mut self.pid_map;
         self.region.read_meta(&mut self.meta_cursor, |bytes| {
             for item in Items::new(bytes) {
                 match item {
                     Ok(Item::Meta(m)) => {
                         stats.metas += 1;
-                        each(m);
+                        each(match pid_map {
+                            Some(map) => map.meta(m),
+                            None => m,
+                        });
                     }
                     Ok(_) | Err(_) => stats.bad_metas += 1,
                 }
