@@ -78,7 +78,13 @@ pub fn file_header() -> [u8; FILE_HEADER_LEN] {
 }
 
 /// Encodes a block header for `payload`, computing its CRC.
-pub fn block_header(kind: BlockKind, count: u32, first: u64, last: u64, payload: &[u8]) -> [u8; BLOCK_HEADER_LEN] {
+pub fn block_header(
+    kind: BlockKind,
+    count: u32,
+    first: u64,
+    last: u64,
+    payload: &[u8],
+) -> [u8; BLOCK_HEADER_LEN] {
     let mut h = [0u8; BLOCK_HEADER_LEN];
     h[..4].copy_from_slice(BLOCK_MAGIC);
     h[4] = kind.code();

@@ -105,7 +105,12 @@ pub fn encode_record(out: &mut Vec<u8>, record: &Record) {
     let mut b = Body::default();
     b.u64(record.time.0);
     let tag = match &record.event {
-        Event::Switch { cpu, prev, prev_state, next } => {
+        Event::Switch {
+            cpu,
+            prev,
+            prev_state,
+            next,
+        } => {
             b.u16(cpu.0).u32(prev.0).u64(*prev_state).u32(next.0);
             tag::SWITCH
         }
@@ -113,11 +118,20 @@ pub fn encode_record(out: &mut Vec<u8>, record: &Record) {
             b.u16(cpu.0).u32(waker.0).u32(wakee.0);
             tag::WAKING
         }
-        Event::Wakeup { target, wakee, new_task } => {
+        Event::Wakeup {
+            target,
+            wakee,
+            new_task,
+        } => {
             b.u16(target.0).u32(wakee.0).u8(*new_task as u8);
             tag::WAKEUP
         }
-        Event::NewTask { parent, child, pid, comm } => {
+        Event::NewTask {
+            parent,
+            child,
+            pid,
+            comm,
+        } => {
             b.u32(parent.0).u32(child.0).u32(pid.0).str(comm);
             tag::NEW_TASK
         }
@@ -133,8 +147,18 @@ pub fn encode_record(out: &mut Vec<u8>, record: &Record) {
             b.u32(tid.0).str(comm);
             tag::RENAME
         }
-        Event::ProcSample { tid, cpu, state, run_ns, wait_ns } => {
-            b.u32(tid.0).u16(cpu.0).u8(*state).u64(*run_ns).u64(*wait_ns);
+        Event::ProcSample {
+            tid,
+            cpu,
+            state,
+            run_ns,
+            wait_ns,
+        } => {
+            b.u32(tid.0)
+                .u16(cpu.0)
+                .u8(*state)
+                .u64(*run_ns)
+                .u64(*wait_ns);
             tag::PROC_SAMPLE
         }
         Event::KernelLost { cpu, count } => {
@@ -177,7 +201,11 @@ pub fn encode_record(out: &mut Vec<u8>, record: &Record) {
             b.u32(tid.0).u32(*method);
             tag::ENTER
         }
-        Event::Leave { tid, method, exception } => {
+        Event::Leave {
+            tid,
+            method,
+            exception,
+        } => {
             b.u32(tid.0).u32(*method).u8(*exception as u8);
             tag::LEAVE
         }
@@ -205,7 +233,14 @@ pub fn encode_record(out: &mut Vec<u8>, record: &Record) {
 pub fn encode_meta(out: &mut Vec<u8>, meta: &Meta) {
     let mut b = Body::default();
     let tag = match meta {
-        Meta::TraceInfo { source, start, host, cpus, command, tool } => {
+        Meta::TraceInfo {
+            source,
+            start,
+            host,
+            cpus,
+            command,
+            tool,
+        } => {
             b.u8(match source {
                 Source::Tracepoints => 1,
                 Source::Procfs => 2,
@@ -220,7 +255,12 @@ pub fn encode_meta(out: &mut Vec<u8>, meta: &Meta) {
             b.str(tool);
             tag::TRACE_INFO
         }
-        Meta::Process { pid, ppid, name, runtime } => {
+        Meta::Process {
+            pid,
+            ppid,
+            name,
+            runtime,
+        } => {
             b.u32(pid.0).u32(ppid.0).str(name).u8(match runtime {
                 Runtime::Java => 1,
                 Runtime::Native => 2,
@@ -231,11 +271,21 @@ pub fn encode_meta(out: &mut Vec<u8>, meta: &Meta) {
             b.u32(pid.0).u32(tid.0).str(comm);
             tag::THREAD
         }
-        Meta::JavaThread { pid, tid, name, daemon } => {
+        Meta::JavaThread {
+            pid,
+            tid,
+            name,
+            daemon,
+        } => {
             b.u32(pid.0).u32(tid.0).str(name).u8(*daemon as u8);
             tag::JAVA_THREAD
         }
-        Meta::Method { id, class, name, descriptor } => {
+        Meta::Method {
+            id,
+            class,
+            name,
+            descriptor,
+        } => {
             b.u32(*id).str(class).str(name).str(descriptor);
             tag::METHOD
         }
@@ -251,7 +301,13 @@ pub fn encode_meta(out: &mut Vec<u8>, meta: &Meta) {
             b.str(text);
             tag::WARNING
         }
-        Meta::Mapping { pid, start, end, offset, path } => {
+        Meta::Mapping {
+            pid,
+            start,
+            end,
+            offset,
+            path,
+        } => {
             b.u32(pid.0).u64(*start).u64(*end).u64(*offset).str(path);
             tag::MAPPING
         }
@@ -277,7 +333,10 @@ struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     fn err(&self, what: &'static str) -> DecodeError {
-        DecodeError { offset: self.base + self.pos, what }
+        DecodeError {
+            offset: self.base + self.pos,
+            what,
+        }
     }
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.buf.len() - self.pos < n {
@@ -312,7 +371,8 @@ impl<'a> Fields<'a> {
         Ok(Cpu(self.u16()?))
     }
     fn str(&mut self) -> Result<String, DecodeError> {
-        let (len, used) = get_leb(&self.buf[self.pos..]).ok_or_else(|| self.err("bad string length"))?;
+        let (len, used) =
+            get_leb(&self.buf[self.pos..]).ok_or_else(|| self.err("bad string length"))?;
         self.pos += used;
         let len = usize::try_from(len).map_err(|_| self.err("string too long"))?;
         let bytes = self.take(len)?;
@@ -352,7 +412,11 @@ pub struct Items<'a> {
 impl<'a> Items<'a> {
     /// Decodes `payload` lazily.
     pub fn new(payload: &'a [u8]) -> Items<'a> {
-        Items { buf: payload, pos: 0, failed: false }
+        Items {
+            buf: payload,
+            pos: 0,
+            failed: false,
+        }
     }
 
     /// Bytes of the payload decoded so far (where the next item starts).
@@ -372,18 +436,31 @@ impl Iterator for Items<'_> {
         let tag = self.buf[start];
         let Some((len, used)) = get_leb(&self.buf[start + 1..]) else {
             self.failed = true;
-            return Some(Err(DecodeError { offset: start, what: "bad record length" }));
+            return Some(Err(DecodeError {
+                offset: start,
+                what: "bad record length",
+            }));
         };
         let body_start = start + 1 + used;
-        let body_end = match usize::try_from(len).ok().and_then(|l| body_start.checked_add(l)) {
+        let body_end = match usize::try_from(len)
+            .ok()
+            .and_then(|l| body_start.checked_add(l))
+        {
             Some(end) if end <= self.buf.len() => end,
             _ => {
                 self.failed = true;
-                return Some(Err(DecodeError { offset: start, what: "record runs past its block" }));
+                return Some(Err(DecodeError {
+                    offset: start,
+                    what: "record runs past its block",
+                }));
             }
         };
         self.pos = body_end;
-        let mut f = Fields { buf: &self.buf[body_start..body_end], pos: 0, base: body_start };
+        let mut f = Fields {
+            buf: &self.buf[body_start..body_end],
+            pos: 0,
+            base: body_start,
+        };
         let item = decode_body(tag, &mut f);
         if item.is_err() {
             self.failed = true;
@@ -402,13 +479,38 @@ fn decode_body(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
     }
     let time = Time(f.u64()?);
     let event = match tag {
-        tag::SWITCH => Event::Switch { cpu: f.cpu()?, prev: f.tid()?, prev_state: f.u64()?, next: f.tid()? },
-        tag::WAKING => Event::Waking { cpu: f.cpu()?, waker: f.tid()?, wakee: f.tid()? },
-        tag::WAKEUP => Event::Wakeup { target: f.cpu()?, wakee: f.tid()?, new_task: f.bool()? },
-        tag::NEW_TASK => Event::NewTask { parent: f.tid()?, child: f.tid()?, pid: f.pid()?, comm: f.str()? },
+        tag::SWITCH => Event::Switch {
+            cpu: f.cpu()?,
+            prev: f.tid()?,
+            prev_state: f.u64()?,
+            next: f.tid()?,
+        },
+        tag::WAKING => Event::Waking {
+            cpu: f.cpu()?,
+            waker: f.tid()?,
+            wakee: f.tid()?,
+        },
+        tag::WAKEUP => Event::Wakeup {
+            target: f.cpu()?,
+            wakee: f.tid()?,
+            new_task: f.bool()?,
+        },
+        tag::NEW_TASK => Event::NewTask {
+            parent: f.tid()?,
+            child: f.tid()?,
+            pid: f.pid()?,
+            comm: f.str()?,
+        },
         tag::TASK_EXIT => Event::TaskExit { tid: f.tid()? },
-        tag::EXEC => Event::Exec { pid: f.pid()?, tid: f.tid()?, filename: f.str()? },
-        tag::RENAME => Event::Rename { tid: f.tid()?, comm: f.str()? },
+        tag::EXEC => Event::Exec {
+            pid: f.pid()?,
+            tid: f.tid()?,
+            filename: f.str()?,
+        },
+        tag::RENAME => Event::Rename {
+            tid: f.tid()?,
+            comm: f.str()?,
+        },
         tag::PROC_SAMPLE => Event::ProcSample {
             tid: f.tid()?,
             cpu: f.cpu()?,
@@ -416,21 +518,56 @@ fn decode_body(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
             run_ns: f.u64()?,
             wait_ns: f.u64()?,
         },
-        tag::KERNEL_LOST => Event::KernelLost { cpu: f.cpu()?, count: f.u64()? },
+        tag::KERNEL_LOST => Event::KernelLost {
+            cpu: f.cpu()?,
+            count: f.u64()?,
+        },
         tag::VM_INIT => Event::VmInit { pid: f.pid()? },
         tag::VM_DEATH => Event::VmDeath { pid: f.pid()? },
         tag::THREAD_START => Event::ThreadStart { tid: f.tid()? },
         tag::THREAD_END => Event::ThreadEnd { tid: f.tid()? },
-        tag::GC_START => Event::GcStart { pid: f.pid()?, tid: f.tid()? },
-        tag::GC_END => Event::GcEnd { pid: f.pid()?, tid: f.tid()? },
-        tag::MONITOR_CONTENDED => Event::MonitorContended { tid: f.tid()?, class: f.u32()? },
-        tag::MONITOR_ENTERED => Event::MonitorEntered { tid: f.tid()?, class: f.u32()? },
-        tag::ENTER => Event::Enter { tid: f.tid()?, method: f.u32()? },
-        tag::LEAVE => Event::Leave { tid: f.tid()?, method: f.u32()?, exception: f.bool()? },
-        tag::FUNC_ENTER => Event::FuncEnter { tid: f.tid()?, addr: f.u64()? },
-        tag::FUNC_LEAVE => Event::FuncLeave { tid: f.tid()?, addr: f.u64()? },
-        tag::USER => Event::User { tid: f.tid()?, kind: f.u32()?, value: f.u64()? },
-        tag::DROPPED => Event::Dropped { tid: f.tid()?, count: f.u64()? },
+        tag::GC_START => Event::GcStart {
+            pid: f.pid()?,
+            tid: f.tid()?,
+        },
+        tag::GC_END => Event::GcEnd {
+            pid: f.pid()?,
+            tid: f.tid()?,
+        },
+        tag::MONITOR_CONTENDED => Event::MonitorContended {
+            tid: f.tid()?,
+            class: f.u32()?,
+        },
+        tag::MONITOR_ENTERED => Event::MonitorEntered {
+            tid: f.tid()?,
+            class: f.u32()?,
+        },
+        tag::ENTER => Event::Enter {
+            tid: f.tid()?,
+            method: f.u32()?,
+        },
+        tag::LEAVE => Event::Leave {
+            tid: f.tid()?,
+            method: f.u32()?,
+            exception: f.bool()?,
+        },
+        tag::FUNC_ENTER => Event::FuncEnter {
+            tid: f.tid()?,
+            addr: f.u64()?,
+        },
+        tag::FUNC_LEAVE => Event::FuncLeave {
+            tid: f.tid()?,
+            addr: f.u64()?,
+        },
+        tag::USER => Event::User {
+            tid: f.tid()?,
+            kind: f.u32()?,
+            value: f.u64()?,
+        },
+        tag::DROPPED => Event::Dropped {
+            tid: f.tid()?,
+            count: f.u64()?,
+        },
         _ => unreachable!("tag {tag} is in the known set"),
     };
     Ok(Item::Record(Record { time, event }))
@@ -453,7 +590,14 @@ fn decode_meta(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
                 command.push(f.str()?);
             }
             let tool = f.str()?;
-            Meta::TraceInfo { source, start, host, cpus, command, tool }
+            Meta::TraceInfo {
+                source,
+                start,
+                host,
+                cpus,
+                command,
+                tool,
+            }
         }
         tag::PROCESS => Meta::Process {
             pid: f.pid()?,
@@ -464,11 +608,31 @@ fn decode_meta(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
                 _ => Runtime::Native,
             },
         },
-        tag::THREAD => Meta::Thread { pid: f.pid()?, tid: f.tid()?, comm: f.str()? },
-        tag::JAVA_THREAD => Meta::JavaThread { pid: f.pid()?, tid: f.tid()?, name: f.str()?, daemon: f.bool()? },
-        tag::METHOD => Meta::Method { id: f.u32()?, class: f.str()?, name: f.str()?, descriptor: f.str()? },
-        tag::MONITOR_CLASS => Meta::MonitorClass { id: f.u32()?, name: f.str()? },
-        tag::COUNTER => Meta::Counter { name: f.str()?, value: f.u64()? },
+        tag::THREAD => Meta::Thread {
+            pid: f.pid()?,
+            tid: f.tid()?,
+            comm: f.str()?,
+        },
+        tag::JAVA_THREAD => Meta::JavaThread {
+            pid: f.pid()?,
+            tid: f.tid()?,
+            name: f.str()?,
+            daemon: f.bool()?,
+        },
+        tag::METHOD => Meta::Method {
+            id: f.u32()?,
+            class: f.str()?,
+            name: f.str()?,
+            descriptor: f.str()?,
+        },
+        tag::MONITOR_CLASS => Meta::MonitorClass {
+            id: f.u32()?,
+            name: f.str()?,
+        },
+        tag::COUNTER => Meta::Counter {
+            name: f.str()?,
+            value: f.u64()?,
+        },
         tag::WARNING => Meta::Warning { text: f.str()? },
         tag::MAPPING => Meta::Mapping {
             pid: f.pid()?,
@@ -480,7 +644,11 @@ fn decode_meta(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
         tag::USER_TYPE => {
             let kind = f.u32()?;
             let value = if f.bool()? { Some(f.u64()?) } else { None };
-            Meta::UserType { kind, value, name: f.str()? }
+            Meta::UserType {
+                kind,
+                value,
+                name: f.str()?,
+            }
         }
         _ => return Ok(Item::Unknown(tag)),
     };

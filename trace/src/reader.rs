@@ -7,8 +7,8 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::block::{
-    parse_block_header, verify, BlockHeader, BlockKind, HeaderFault, BLOCK_HEADER_LEN, FILE_HEADER_LEN, FILE_MAGIC,
-    MAJOR,
+    parse_block_header, verify, BlockHeader, BlockKind, HeaderFault, BLOCK_HEADER_LEN,
+    FILE_HEADER_LEN, FILE_MAGIC, MAJOR,
 };
 use crate::codec::{DecodeError, Item, Items};
 
@@ -34,10 +34,18 @@ impl fmt::Display for ReadError {
             ReadError::Io(e) => write!(f, "{e}"),
             ReadError::NotATrace => write!(f, "not a sonda trace (no SONDATRC header)"),
             ReadError::Version { major, minor } => {
-                write!(f, "trace format {major}.{minor} is not supported (this sonda reads {MAJOR}.x)")
+                write!(
+                    f,
+                    "trace format {major}.{minor} is not supported (this sonda reads {MAJOR}.x)"
+                )
             }
-            ReadError::Truncated { offset } => write!(f, "trace is cut short at byte {offset} (an incomplete block)"),
-            ReadError::Corrupt { offset, reason } => write!(f, "trace is damaged at byte {offset}: {reason}"),
+            ReadError::Truncated { offset } => write!(
+                f,
+                "trace is cut short at byte {offset} (an incomplete block)"
+            ),
+            ReadError::Corrupt { offset, reason } => {
+                write!(f, "trace is damaged at byte {offset}: {reason}")
+            }
         }
     }
 }
@@ -110,7 +118,13 @@ impl<R: Read> TraceReader<R> {
         if major != MAJOR {
             return Err(ReadError::Version { major, minor });
         }
-        Ok(TraceReader { input, offset: FILE_HEADER_LEN as u64, done: false, ended: false, file_len: None })
+        Ok(TraceReader {
+            input,
+            offset: FILE_HEADER_LEN as u64,
+            done: false,
+            ended: false,
+            file_len: None,
+        })
     }
 
     /// Whether the end block was read: the recording finished cleanly.
@@ -120,7 +134,9 @@ impl<R: Read> TraceReader<R> {
 
     /// Reads the next block header; `Ok(None)` at the end of the file. After an error,
     /// returns `Ok(None)`.
-    fn next_header(&mut self) -> Result<Option<([u8; BLOCK_HEADER_LEN], BlockHeader, u64)>, ReadError> {
+    fn next_header(
+        &mut self,
+    ) -> Result<Option<([u8; BLOCK_HEADER_LEN], BlockHeader, u64)>, ReadError> {
         if self.done {
             return Ok(None);
         }
@@ -162,14 +178,21 @@ impl<R: Read> TraceReader<R> {
         }
         if !verify(&raw, &payload) {
             self.done = true;
-            return Err(ReadError::Corrupt { offset, reason: "checksum mismatch".to_string() });
+            return Err(ReadError::Corrupt {
+                offset,
+                reason: "checksum mismatch".to_string(),
+            });
         }
         self.offset += (BLOCK_HEADER_LEN + payload.len()) as u64;
         if header.kind == BlockKind::End {
             self.ended = true;
             self.done = true;
         }
-        Ok(Some(Block { header, offset, payload }))
+        Ok(Some(Block {
+            header,
+            offset,
+            payload,
+        }))
     }
 }
 
@@ -193,14 +216,24 @@ impl<R: Read + Seek> TraceReader<R> {
             }
             if !verify(&raw, &payload) {
                 self.done = true;
-                return Err(ReadError::Corrupt { offset, reason: "checksum mismatch".to_string() });
+                return Err(ReadError::Corrupt {
+                    offset,
+                    reason: "checksum mismatch".to_string(),
+                });
             }
             self.offset += (BLOCK_HEADER_LEN + payload.len()) as u64;
             if header.kind == BlockKind::End {
                 self.ended = true;
                 self.done = true;
             }
-            return Ok(Some((header, Some(Block { header, offset, payload }))));
+            return Ok(Some((
+                header,
+                Some(Block {
+                    header,
+                    offset,
+                    payload,
+                }),
+            )));
         }
         let end = self.offset + (BLOCK_HEADER_LEN as u64) + u64::from(header.len);
         // The file's length is asked again only when a block seems to run past it (the

@@ -20,24 +20,48 @@ pub enum Event {
     /// `sched_switch`: `prev` left `cpu` (why: the raw `prev_state`, see
     /// [`crate::SwitchOut::from_prev_state`]) and `next` started running on it. One of the
     /// two may be a thread the trace does not follow; tid 0 is the idle task.
-    Switch { cpu: Cpu, prev: Tid, prev_state: u64, next: Tid },
+    Switch {
+        cpu: Cpu,
+        prev: Tid,
+        prev_state: u64,
+        next: Tid,
+    },
     /// `sched_waking`: `waker`, running on `cpu`, starts waking `wakee`.
     Waking { cpu: Cpu, waker: Tid, wakee: Tid },
     /// `sched_wakeup`/`sched_wakeup_new`: `wakee` is now runnable on `target`'s run queue.
-    Wakeup { target: Cpu, wakee: Tid, new_task: bool },
+    Wakeup {
+        target: Cpu,
+        wakee: Tid,
+        new_task: bool,
+    },
     /// `task_newtask`: `parent` created `child`, which belongs to process `pid` (the
     /// parent's own process for a thread, `child` itself for a new process).
-    NewTask { parent: Tid, child: Tid, pid: Pid, comm: String },
+    NewTask {
+        parent: Tid,
+        child: Tid,
+        pid: Pid,
+        comm: String,
+    },
     /// `sched_process_exit`: the thread is exiting; its last switch-out follows.
     TaskExit { tid: Tid },
     /// `sched_process_exec`: the process of `tid` now runs `filename`.
-    Exec { pid: Pid, tid: Tid, filename: String },
+    Exec {
+        pid: Pid,
+        tid: Tid,
+        filename: String,
+    },
     /// `task_rename`: the thread's kernel name (`comm`) changed.
     Rename { tid: Tid, comm: String },
     /// One sample of `/proc/<pid>/task/<tid>/stat` and `schedstat`, written instead of
     /// kernel events when tracepoints cannot be opened. `state` is the one-letter state,
     /// `run_ns`/`wait_ns` the cumulative time on a CPU and runnable-waiting.
-    ProcSample { tid: Tid, cpu: Cpu, state: u8, run_ns: u64, wait_ns: u64 },
+    ProcSample {
+        tid: Tid,
+        cpu: Cpu,
+        state: u8,
+        run_ns: u64,
+        wait_ns: u64,
+    },
     /// Kernel records lost on `cpu` because its ring buffer was full.
     KernelLost { cpu: Cpu, count: u64 },
     /// The agent of process `pid` is ready (JVMTI VMInit, or the first use of the C API).
@@ -61,7 +85,11 @@ pub enum Event {
     /// `tid` entered instrumented method or native region `method` ([`Meta::Method`]).
     Enter { tid: Tid, method: u32 },
     /// `tid` left `method`; `exception` when it left by throwing.
-    Leave { tid: Tid, method: u32, exception: bool },
+    Leave {
+        tid: Tid,
+        method: u32,
+        exception: bool,
+    },
     /// `tid` entered the compiler-instrumented native function at `addr`.
     FuncEnter { tid: Tid, addr: u64 },
     /// `tid` left the native function at `addr`.
@@ -109,14 +137,29 @@ pub enum Meta {
         tool: String,
     },
     /// A process the trace follows.
-    Process { pid: Pid, ppid: Pid, name: String, runtime: Runtime },
+    Process {
+        pid: Pid,
+        ppid: Pid,
+        name: String,
+        runtime: Runtime,
+    },
     /// A thread the trace follows, with its kernel name when first seen.
     Thread { pid: Pid, tid: Tid, comm: String },
     /// A Java thread's Java name.
-    JavaThread { pid: Pid, tid: Tid, name: String, daemon: bool },
+    JavaThread {
+        pid: Pid,
+        tid: Tid,
+        name: String,
+        daemon: bool,
+    },
     /// An instrumented Java method (class in source form, e.g. `java.lang.String`) or a
     /// named native region (empty `descriptor`). Ids are dense and below 2^31.
-    Method { id: u32, class: String, name: String, descriptor: String },
+    Method {
+        id: u32,
+        class: String,
+        name: String,
+        descriptor: String,
+    },
     /// The class of contended monitors.
     MonitorClass { id: u32, name: String },
     /// A named counter; a later value of the same name replaces an earlier one.
@@ -125,9 +168,19 @@ pub enum Meta {
     /// a class left unchanged).
     Warning { text: String },
     /// A memory mapping of a native process, for resolving function addresses.
-    Mapping { pid: Pid, start: u64, end: u64, offset: u64, path: String },
+    Mapping {
+        pid: Pid,
+        start: u64,
+        end: u64,
+        offset: u64,
+        path: String,
+    },
     /// A name for a [`Event::User`] event type, and optionally for one of its values.
-    UserType { kind: u32, value: Option<u64>, name: String },
+    UserType {
+        kind: u32,
+        value: Option<u64>,
+        name: String,
+    },
 }
 
 impl Event {

@@ -143,11 +143,35 @@ impl TraceMeta {
     /// Adds one metadata record.
     pub fn add(&mut self, m: Meta) {
         match m {
-            Meta::TraceInfo { source, start, host, cpus, command, tool } => {
-                self.info = Some(TraceInfo { source, start, host, cpus, command, tool });
+            Meta::TraceInfo {
+                source,
+                start,
+                host,
+                cpus,
+                command,
+                tool,
+            } => {
+                self.info = Some(TraceInfo {
+                    source,
+                    start,
+                    host,
+                    cpus,
+                    command,
+                    tool,
+                });
             }
-            Meta::Process { pid, ppid, name, runtime } => {
-                let entry = self.processes.entry(pid).or_insert(ProcessInfo { pid, ppid, name: name.clone(), runtime });
+            Meta::Process {
+                pid,
+                ppid,
+                name,
+                runtime,
+            } => {
+                let entry = self.processes.entry(pid).or_insert(ProcessInfo {
+                    pid,
+                    ppid,
+                    name: name.clone(),
+                    runtime,
+                });
                 // A later record refines an earlier one (a JVM is first seen as a process),
                 // except that the agent's name (the main class) is kept over the
                 // collector's (the executable), whichever comes last in the file.
@@ -167,7 +191,12 @@ impl TraceMeta {
                 t.tid = tid;
                 t.comm = comm;
             }
-            Meta::JavaThread { pid, tid, name, daemon } => {
+            Meta::JavaThread {
+                pid,
+                tid,
+                name,
+                daemon,
+            } => {
                 let t = self.threads.entry(tid).or_default();
                 t.pid = pid;
                 t.tid = tid;
@@ -177,8 +206,20 @@ impl TraceMeta {
                 t.java_name = Some(name);
                 t.daemon = daemon;
             }
-            Meta::Method { id, class, name, descriptor } => {
-                self.methods.insert(id, MethodInfo { class, name, descriptor });
+            Meta::Method {
+                id,
+                class,
+                name,
+                descriptor,
+            } => {
+                self.methods.insert(
+                    id,
+                    MethodInfo {
+                        class,
+                        name,
+                        descriptor,
+                    },
+                );
             }
             Meta::MonitorClass { id, name } => {
                 self.monitor_classes.insert(id, name);
@@ -194,7 +235,11 @@ impl TraceMeta {
 
     /// The time origin: the recording's start if known, else the first record.
     pub fn origin(&self) -> Time {
-        self.info.as_ref().map(|i| i.start).or(self.first_time).unwrap_or_default()
+        self.info
+            .as_ref()
+            .map(|i| i.start)
+            .or(self.first_time)
+            .unwrap_or_default()
     }
 }
 
@@ -212,7 +257,12 @@ pub struct Events {
 impl Events {
     /// Opens the trace at `path` for streaming.
     pub fn open(path: &Path) -> Result<Events, ReadError> {
-        Ok(Events { reader: TraceReader::open(path)?, block: None, pos: 0, failed: false })
+        Ok(Events {
+            reader: TraceReader::open(path)?,
+            block: None,
+            pos: 0,
+            failed: false,
+        })
     }
 
     /// The next record of the current block, if it has one more.
@@ -272,7 +322,12 @@ mod tests {
     #[test]
     fn an_agents_process_name_outlives_the_kernels() {
         let mut meta = TraceMeta::default();
-        let process = |name: &str, runtime| Meta::Process { pid: Pid(7), ppid: Pid(1), name: name.into(), runtime };
+        let process = |name: &str, runtime| Meta::Process {
+            pid: Pid(7),
+            ppid: Pid(1),
+            name: name.into(),
+            runtime,
+        };
         meta.add(process("sh", Runtime::Native));
         meta.add(process("Server", Runtime::Java));
         meta.add(process("java", Runtime::Native));

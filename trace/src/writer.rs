@@ -52,7 +52,10 @@ impl<W: Write> TraceWriter<W> {
         if record.time.0 < self.last {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("record at {} after one at {}: records must come in time order", record.time.0, self.last),
+                format!(
+                    "record at {} after one at {}: records must come in time order",
+                    record.time.0, self.last
+                ),
             ));
         }
         if self.event_count == 0 {
@@ -88,7 +91,13 @@ impl<W: Write> TraceWriter<W> {
         }
         if self.event_count > 0 {
             let payload = std::mem::take(&mut self.events);
-            self.write_block(BlockKind::Events, self.event_count, self.first, self.last, &payload)?;
+            self.write_block(
+                BlockKind::Events,
+                self.event_count,
+                self.first,
+                self.last,
+                &payload,
+            )?;
             self.events = payload;
             self.events.clear();
             self.event_count = 0;
@@ -103,12 +112,25 @@ impl<W: Write> TraceWriter<W> {
         for c in counters {
             encode_meta(&mut payload, c);
         }
-        self.write_block(BlockKind::End, counters.len() as u32, 0, self.last, &payload)?;
+        self.write_block(
+            BlockKind::End,
+            counters.len() as u32,
+            0,
+            self.last,
+            &payload,
+        )?;
         self.out.flush()?;
         Ok(self.out)
     }
 
-    fn write_block(&mut self, kind: BlockKind, count: u32, first: u64, last: u64, payload: &[u8]) -> io::Result<()> {
+    fn write_block(
+        &mut self,
+        kind: BlockKind,
+        count: u32,
+        first: u64,
+        last: u64,
+        payload: &[u8],
+    ) -> io::Result<()> {
         let header = block_header(kind, count, first, last, payload);
         self.out.write_all(&header)?;
         self.out.write_all(payload)?;

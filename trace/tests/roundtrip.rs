@@ -8,31 +8,104 @@ use sonda_trace::*;
 fn sample_records() -> Vec<Record> {
     let t = |n| Time(1_000 + n);
     let events = vec![
-        Event::Switch { cpu: Cpu(1), prev: Tid(10), prev_state: 0x100, next: Tid(11) },
-        Event::Waking { cpu: Cpu(0), waker: Tid(10), wakee: Tid(12) },
-        Event::Wakeup { target: Cpu(1), wakee: Tid(12), new_task: true },
-        Event::NewTask { parent: Tid(10), child: Tid(13), pid: Pid(10), comm: "java".into() },
+        Event::Switch {
+            cpu: Cpu(1),
+            prev: Tid(10),
+            prev_state: 0x100,
+            next: Tid(11),
+        },
+        Event::Waking {
+            cpu: Cpu(0),
+            waker: Tid(10),
+            wakee: Tid(12),
+        },
+        Event::Wakeup {
+            target: Cpu(1),
+            wakee: Tid(12),
+            new_task: true,
+        },
+        Event::NewTask {
+            parent: Tid(10),
+            child: Tid(13),
+            pid: Pid(10),
+            comm: "java".into(),
+        },
         Event::TaskExit { tid: Tid(13) },
-        Event::Exec { pid: Pid(10), tid: Tid(10), filename: "/usr/bin/java".into() },
-        Event::Rename { tid: Tid(11), comm: "C2 CompilerThre".into() },
-        Event::ProcSample { tid: Tid(11), cpu: Cpu(1), state: b'R', run_ns: 5, wait_ns: 6 },
-        Event::KernelLost { cpu: Cpu(0), count: 3 },
+        Event::Exec {
+            pid: Pid(10),
+            tid: Tid(10),
+            filename: "/usr/bin/java".into(),
+        },
+        Event::Rename {
+            tid: Tid(11),
+            comm: "C2 CompilerThre".into(),
+        },
+        Event::ProcSample {
+            tid: Tid(11),
+            cpu: Cpu(1),
+            state: b'R',
+            run_ns: 5,
+            wait_ns: 6,
+        },
+        Event::KernelLost {
+            cpu: Cpu(0),
+            count: 3,
+        },
         Event::VmInit { pid: Pid(10) },
         Event::VmDeath { pid: Pid(10) },
         Event::ThreadStart { tid: Tid(14) },
         Event::ThreadEnd { tid: Tid(14) },
-        Event::GcStart { pid: Pid(10), tid: Tid(12) },
-        Event::GcEnd { pid: Pid(10), tid: Tid(12) },
-        Event::MonitorContended { tid: Tid(14), class: 2 },
-        Event::MonitorEntered { tid: Tid(14), class: 2 },
-        Event::Enter { tid: Tid(14), method: 7 },
-        Event::Leave { tid: Tid(14), method: 7, exception: true },
-        Event::FuncEnter { tid: Tid(14), addr: 0xdead_beef },
-        Event::FuncLeave { tid: Tid(14), addr: 0xdead_beef },
-        Event::User { tid: Tid(14), kind: 9, value: u64::MAX },
-        Event::Dropped { tid: Tid(14), count: 42 },
+        Event::GcStart {
+            pid: Pid(10),
+            tid: Tid(12),
+        },
+        Event::GcEnd {
+            pid: Pid(10),
+            tid: Tid(12),
+        },
+        Event::MonitorContended {
+            tid: Tid(14),
+            class: 2,
+        },
+        Event::MonitorEntered {
+            tid: Tid(14),
+            class: 2,
+        },
+        Event::Enter {
+            tid: Tid(14),
+            method: 7,
+        },
+        Event::Leave {
+            tid: Tid(14),
+            method: 7,
+            exception: true,
+        },
+        Event::FuncEnter {
+            tid: Tid(14),
+            addr: 0xdead_beef,
+        },
+        Event::FuncLeave {
+            tid: Tid(14),
+            addr: 0xdead_beef,
+        },
+        Event::User {
+            tid: Tid(14),
+            kind: 9,
+            value: u64::MAX,
+        },
+        Event::Dropped {
+            tid: Tid(14),
+            count: 42,
+        },
     ];
-    events.into_iter().enumerate().map(|(i, event)| Record { time: t(i as u64), event }).collect()
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Record {
+            time: t(i as u64),
+            event,
+        })
+        .collect()
 }
 
 fn sample_meta() -> Vec<Meta> {
@@ -45,16 +118,57 @@ fn sample_meta() -> Vec<Meta> {
             command: vec!["java".into(), "-version".into()],
             tool: "sonda 0.1".into(),
         },
-        Meta::Process { pid: Pid(10), ppid: Pid(1), name: "java".into(), runtime: Runtime::Java },
-        Meta::Thread { pid: Pid(10), tid: Tid(11), comm: "java".into() },
-        Meta::JavaThread { pid: Pid(10), tid: Tid(14), name: "worker-1 ✓".into(), daemon: true },
-        Meta::Method { id: 7, class: "a.B".into(), name: "run".into(), descriptor: "()V".into() },
-        Meta::MonitorClass { id: 2, name: "java.lang.Object".into() },
-        Meta::Counter { name: "kernel.lost".into(), value: 3 },
-        Meta::Warning { text: "careful".into() },
-        Meta::Mapping { pid: Pid(10), start: 1, end: 2, offset: 3, path: "/lib/x.so".into() },
-        Meta::UserType { kind: 9, value: Some(1), name: "phase".into() },
-        Meta::UserType { kind: 9, value: None, name: "phases".into() },
+        Meta::Process {
+            pid: Pid(10),
+            ppid: Pid(1),
+            name: "java".into(),
+            runtime: Runtime::Java,
+        },
+        Meta::Thread {
+            pid: Pid(10),
+            tid: Tid(11),
+            comm: "java".into(),
+        },
+        Meta::JavaThread {
+            pid: Pid(10),
+            tid: Tid(14),
+            name: "worker-1 ✓".into(),
+            daemon: true,
+        },
+        Meta::Method {
+            id: 7,
+            class: "a.B".into(),
+            name: "run".into(),
+            descriptor: "()V".into(),
+        },
+        Meta::MonitorClass {
+            id: 2,
+            name: "java.lang.Object".into(),
+        },
+        Meta::Counter {
+            name: "kernel.lost".into(),
+            value: 3,
+        },
+        Meta::Warning {
+            text: "careful".into(),
+        },
+        Meta::Mapping {
+            pid: Pid(10),
+            start: 1,
+            end: 2,
+            offset: 3,
+            path: "/lib/x.so".into(),
+        },
+        Meta::UserType {
+            kind: 9,
+            value: Some(1),
+            name: "phase".into(),
+        },
+        Meta::UserType {
+            kind: 9,
+            value: None,
+            name: "phases".into(),
+        },
     ]
 }
 
@@ -70,7 +184,11 @@ fn write_trace(records: &[Record], meta: &[Meta], finish: bool) -> Vec<u8> {
         }
     }
     if finish {
-        w.finish(&[Meta::Counter { name: "agent.dropped".into(), value: 1 }]).unwrap()
+        w.finish(&[Meta::Counter {
+            name: "agent.dropped".into(),
+            value: 1,
+        }])
+        .unwrap()
     } else {
         // A recording that was killed: everything flushed, but no end block. finish()
         // with no counters writes an empty end block of exactly one header; cut it off.
@@ -90,7 +208,10 @@ fn every_record_round_trips() {
     let records = sample_records();
     let meta = sample_meta();
     let f = to_file(&write_trace(&records, &meta, true));
-    let read: Vec<Record> = Events::open(f.path()).unwrap().map(|r| r.unwrap()).collect();
+    let read: Vec<Record> = Events::open(f.path())
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
     assert_eq!(read, records);
     let m = TraceMeta::scan(f.path()).unwrap();
     assert!(m.complete);
@@ -155,15 +276,27 @@ fn a_flipped_byte_is_reported_as_damage() {
         let errors = results.iter().filter(|r| r.is_err()).count();
         assert!(errors <= 1);
         let m = TraceMeta::scan(f.path()).unwrap();
-        assert!(m.damage.is_some() || errors == 1 || !m.complete, "flip at {pos} went unnoticed");
+        assert!(
+            m.damage.is_some() || errors == 1 || !m.complete,
+            "flip at {pos} went unnoticed"
+        );
     }
 }
 
 #[test]
 fn out_of_order_records_are_refused() {
     let mut w = TraceWriter::new(Vec::new()).unwrap();
-    w.record(&Record { time: Time(10), event: Event::ThreadStart { tid: Tid(1) } }).unwrap();
-    assert!(w.record(&Record { time: Time(9), event: Event::ThreadStart { tid: Tid(1) } }).is_err());
+    w.record(&Record {
+        time: Time(10),
+        event: Event::ThreadStart { tid: Tid(1) },
+    })
+    .unwrap();
+    assert!(w
+        .record(&Record {
+            time: Time(9),
+            event: Event::ThreadStart { tid: Tid(1) }
+        })
+        .is_err());
 }
 
 #[test]
