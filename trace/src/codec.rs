@@ -52,6 +52,7 @@ mod tag {
     pub const WARNING: u8 = 71;
     pub const MAPPING: u8 = 72;
     pub const USER_TYPE: u8 = 73;
+    pub const NATIVE_FUNCTION: u8 = 74;
 }
 
 /// Appends encoded records to a byte vector.
@@ -319,6 +320,10 @@ pub fn encode_meta(out: &mut Vec<u8>, meta: &Meta) {
             };
             b.str(name);
             tag::USER_TYPE
+        }
+        Meta::NativeFunction { id, pid, addr } => {
+            b.u32(*id).u32(pid.0).u64(*addr);
+            tag::NATIVE_FUNCTION
         }
     };
     frame(out, tag, &b.0);
@@ -650,6 +655,11 @@ fn decode_meta(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
                 name: f.str()?,
             }
         }
+        tag::NATIVE_FUNCTION => Meta::NativeFunction {
+            id: f.u32()?,
+            pid: f.pid()?,
+            addr: f.u64()?,
+        },
         _ => return Ok(Item::Unknown(tag)),
     };
     Ok(Item::Meta(meta))

@@ -20,6 +20,8 @@ pub mod writer;
 
 pub use reader::{ReadError, TraceReader};
 pub use record::{Event, Meta, Record, Runtime, Source};
-pub use scan::{Events, MethodInfo, ProcessInfo, ThreadInfo, TraceInfo, TraceMeta};
+pub use scan::{
+    Events, MethodInfo, NativeFunctionInfo, ProcessInfo, ThreadInfo, TraceInfo, TraceMeta,
+};
 pub use types::{Cpu, Pid, SwitchOut, Tid, Time};
 pub use writer::TraceWriter;

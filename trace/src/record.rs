@@ -145,7 +145,9 @@ pub enum Meta {
     },
     /// A thread the trace follows, with its kernel name when first seen.
     Thread { pid: Pid, tid: Tid, comm: String },
-    /// A Java thread's Java name.
+    /// A thread's name given by its runtime: a Java thread's Java name, or the name a
+    /// native thread gave itself through the C API (`sonda_thread_name`, `daemon`
+    /// false).
     JavaThread {
         pid: Pid,
         tid: Tid,
@@ -181,6 +183,12 @@ pub enum Meta {
         value: Option<u64>,
         name: String,
     },
+    /// Method id `id` (a [`Meta::Method`] of its own) stands for the compiler-instrumented
+    /// native function at `addr` in process `pid`: the collector gives each function an
+    /// id from the method id space, so that its entries and exits are ordinary
+    /// [`Event::Enter`]/[`Event::Leave`] records. Its name is resolved when the trace is
+    /// read, from the process's [`Meta::Mapping`]s and the mapped file's symbols.
+    NativeFunction { id: u32, pid: Pid, addr: u64 },
 }
 
 impl Event {

@@ -73,6 +73,14 @@ impl MethodInfo {
     }
 }
 
+/// A compiler-instrumented native function ([`Meta::NativeFunction`]): its address in
+/// its process, to be resolved against the process's mappings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NativeFunctionInfo {
+    pub pid: Pid,
+    pub addr: u64,
+}
+
 /// Everything a trace names, and where its data ends.
 #[derive(Debug, Default)]
 pub struct TraceMeta {
@@ -85,6 +93,8 @@ pub struct TraceMeta {
     pub warnings: Vec<String>,
     pub mappings: Vec<Meta>,
     pub user_types: Vec<Meta>,
+    /// Method ids that stand for native functions (each also has a `methods` entry).
+    pub native_functions: HashMap<u32, NativeFunctionInfo>,
     /// Time of the first timed record, if any.
     pub first_time: Option<Time>,
     /// Time of the last timed record, if any.
@@ -230,6 +240,17 @@ impl TraceMeta {
             Meta::Warning { text } => self.warnings.push(text),
             m @ Meta::Mapping { .. } => self.mappings.push(m),
             m @ Meta::UserType { .. } => self.user_types.push(m),
+            Meta::NativeFunction { id, pid, addr } => {
+                self.native_functions
+                    .insert(id, NativeFunctionInfo { pid, addr });
+                // The collector writes the function's `Method` too; a trace that lacks
+                // it still lists the id among the methods, named by its address.
+                self.methods.entry(id).or_insert_with(|| MethodInfo {
+                    class: String::new(),
+                    name: format!("0x{addr:x}"),
+                    descriptor: String::new(),
+                });
+            }
         }
     }
 
@@ -335,5 +356,36 @@ mod tests {
         assert_eq!((p.name.as_str(), p.runtime), ("Server", Runtime::Java));
         meta.add(process("Server2", Runtime::Java));
         assert_eq!(meta.processes[&Pid(7)].name, "Server2");
+    }
+
+    #[test]
+    fn a_native_function_is_a_method_too() {
+        let mut meta = TraceMeta::default();
+        meta.add(Meta::NativeFunction {
+            id: 4,
+            pid: Pid(7),
+            addr: 0x1136,
+        });
+        assert_eq!(meta.methods[&4].name, "0x1136");
+        assert_eq!(
+            meta.native_functions[&4],
+            NativeFunctionInfo {
+                pid: Pid(7),
+                addr: 0x1136
+            }
+        );
+        // The collector's own `Method` for it replaces the placeholder, in any order.
+        meta.add(Meta::Method {
+            id: 4,
+            class: String::new(),
+            name: "0x1136".into(),
+            descriptor: String::new(),
+        });
+        meta.add(Meta::NativeFunction {
+            id: 4,
+            pid: Pid(7),
+            addr: 0x1136,
+        });
+        assert_eq!(meta.methods.len(), 1);
     }
 }

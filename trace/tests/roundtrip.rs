@@ -169,6 +169,11 @@ fn sample_meta() -> Vec<Meta> {
             value: None,
             name: "phases".into(),
         },
+        Meta::NativeFunction {
+            id: 5,
+            pid: Pid(10),
+            addr: 0x40_1136,
+        },
     ]
 }
 
