@@ -5,8 +5,11 @@ import java.io.PrintStream;
 import java.io.RandomAccessFile;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.Locale;
 import java.util.Random;
 import java.util.concurrent.ExecutorService;
@@ -37,6 +40,7 @@ public final class ServiceDemo {
         final AtomicInteger calls = new AtomicInteger();
         final AtomicLong cpuNs = new AtomicLong();
         final AtomicLong wallNs = new AtomicLong();
+        final AtomicLong waitNs = new AtomicLong();
 
         Stats(String name) {
             this.name = name;
@@ -93,17 +97,55 @@ public final class ServiceDemo {
         sleepMs(2);
     }
 
+    /** Each thread's own schedstat file, kept open and re-read at offset 0 (one pread). */
+    static final ThreadLocal<FileChannel> SCHEDSTAT = ThreadLocal.withInitial(() -> {
+        try {
+            return FileChannel.open(Path.of("/proc/thread-self/schedstat"), StandardOpenOption.READ);
+        } catch (IOException | UnsupportedOperationException e) {
+            return null;
+        }
+    });
+    static final ThreadLocal<ByteBuffer> SCHEDSTAT_BUF = ThreadLocal.withInitial(() -> ByteBuffer.allocate(128));
+
+    /** This thread's total time waiting on a run queue (ns), or -1. */
+    static long runQueueWaitNs() {
+        FileChannel f = SCHEDSTAT.get();
+        if (f == null) {
+            return -1;
+        }
+        try {
+            ByteBuffer b = SCHEDSTAT_BUF.get();
+            b.clear();
+            int n = f.read(b, 0);
+            int i = 0;
+            while (i < n && b.get(i) != ' ') {
+                i++;
+            }
+            long v = 0;
+            for (i++; i < n && b.get(i) >= '0' && b.get(i) <= '9'; i++) {
+                v = v * 10 + (b.get(i) - '0');
+            }
+            return v;
+        } catch (IOException e) {
+            return -1;
+        }
+    }
+
     static void measured(Stats s, Runnable call) {
+        long w0 = runQueueWaitNs();
         long c0 = MX.getCurrentThreadCpuTime();
         long t0 = System.nanoTime();
         call.run();
         long t1 = System.nanoTime();
         long c1 = MX.getCurrentThreadCpuTime();
+        long w1 = runQueueWaitNs();
+        long wait = w0 < 0 || w1 < 0 ? -1 : w1 - w0;
         s.calls.incrementAndGet();
         s.cpuNs.addAndGet(c1 - c0);
         s.wallNs.addAndGet(t1 - t0);
+        s.waitNs.addAndGet(Math.max(0, wait));
         if (perCall != null) {
-            String line = String.format(Locale.ROOT, "%s,%s,%d,%d,%d", s.name, Thread.currentThread().getName(), t0, t1 - t0, c1 - c0);
+            String line = String.format(Locale.ROOT, "%s,%s,%d,%d,%d,%d", s.name, Thread.currentThread().getName(), t0, t1 - t0, c1 - c0, wait);
             synchronized (perCall) {
                 perCall.println(line);
             }
@@ -129,7 +171,7 @@ public final class ServiceDemo {
         Files.createDirectories(dir);
         if (out != null) {
             perCall = new PrintStream(out, "UTF-8");
-            perCall.println("class,thread,start_ns,wall_ns,cpu_ns");
+            perCall.println("class,thread,start_ns,wall_ns,cpu_ns,wait_ns");
         }
         AtomicInteger n = new AtomicInteger();
         ExecutorService pool = Executors.newFixedThreadPool(workers, r -> new Thread(r, "worker-" + n.incrementAndGet()));
@@ -160,8 +202,8 @@ public final class ServiceDemo {
         }
         for (Stats s : new Stats[] {BROWSE, SEARCH, CHECKOUT}) {
             int c = Math.max(1, s.calls.get());
-            System.out.printf(Locale.ROOT, "%-9s calls %6d  mean cpu %8.3f ms  mean wall %8.3f ms%n",
-                    s.name, s.calls.get(), s.cpuNs.get() / 1e6 / c, s.wallNs.get() / 1e6 / c);
+            System.out.printf(Locale.ROOT, "%-9s calls %6d  mean cpu %8.3f ms  mean wall %8.3f ms  mean cpu wait %8.3f ms%n",
+                    s.name, s.calls.get(), s.cpuNs.get() / 1e6 / c, s.wallNs.get() / 1e6 / c, s.waitNs.get() / 1e6 / c);
         }
     }
 }
