@@ -32,6 +32,11 @@ pub enum Command {
     Merge(MergeArgs),
     /// Print a trace's summary: threads' states, garbage collections, monitors, methods.
     Report(ReportArgs),
+    /// Per-request service demands of the traced methods: CPU, waiting for a CPU and
+    /// blocked time per call, their statistics and fitted distributions.
+    Services(ServicesArgs),
+    /// Write a JMT queueing model (.jsimg) of the recorded run, with per-call samples.
+    Model(ModelArgs),
 }
 
 /// `sonda paraver`.
@@ -133,6 +138,110 @@ pub struct RecordArgs {
     /// The command to record and its arguments, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// `sonda attach`.
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The JVM's process id (as we see it; a JVM in a container works too).
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+
+    /// The trace file to write.
+    #[arg(short, long, value_name = "TRACE")]
+    pub output: PathBuf,
+
+    /// Java methods to trace, as for `sonda record` (repeatable; classes already loaded
+    /// are instrumented at once). Without it: threads, GC, monitors and scheduling.
+    #[arg(long = "methods", value_name = "FILTER")]
+    pub methods: Vec<String>,
+
+    /// Record for this many seconds once the instrumentation is in place, then detach
+    /// (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+
+    /// Give up when the JVM does not answer the attach request within this many seconds.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_seconds)]
+    pub attach_timeout: f64,
+
+    /// Kernel event buffer per CPU (as for `sonda record`).
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    pub buffer_size: u64,
+
+    /// JVM event buffer per Java thread (as for `sonda record`).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    pub agent_buffer: u64,
+
+    /// How long events are held back to be merged in time order (milliseconds).
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub lag: u64,
+}
+
+/// Parses a positive, finite number of seconds.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(s),
+        _ => Err(format!("not a positive number of seconds: {text:?}")),
+    }
+}
+
+/// `sonda services`.
+#[derive(Args, Debug)]
+pub struct ServicesArgs {
+    /// The trace to analyse.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+
+    /// Report only the traced methods matching these patterns (the `--methods` grammar
+    /// of `sonda record`, repeatable; default: every traced method).
+    #[arg(long = "methods", value_name = "FILTER")]
+    pub methods: Vec<String>,
+
+    /// Also give the figures per time window of this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub window: Option<f64>,
+
+    /// Output: a table for a person, JSON (schema in docs/services-schema.md) or CSV.
+    #[arg(long, value_enum, default_value_t = ServicesFormat::Table)]
+    pub format: ServicesFormat,
+
+    /// Print one CSV line per call (its parts, inclusive and exclusive) instead.
+    #[arg(long)]
+    pub calls: bool,
+}
+
+/// `sonda services --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServicesFormat {
+    /// Aligned text.
+    Table,
+    /// JSON.
+    Json,
+    /// CSV.
+    Csv,
+}
+
+/// `sonda model`.
+#[derive(Args, Debug)]
+pub struct ModelArgs {
+    /// The trace to model.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+
+    /// The model file to write (JMT JSIMgraph, e.g. run.jsimg); samples go to
+    /// run.samples/.
+    #[arg(short, long, value_name = "MODEL.jsimg")]
+    pub output: PathBuf,
+
+    /// Model only the traced methods matching these patterns (repeatable).
+    #[arg(long = "methods", value_name = "FILTER")]
+    pub methods: Vec<String>,
+
+    /// Service times as JMT Replayer distributions over the measured samples
+    /// (JMT only) instead of fitted distributions.
+    #[arg(long)]
+    pub replayer: bool,
 }
 
 /// `sonda attach`.

@@ -2,9 +2,11 @@
 
 pub mod attach;
 pub mod merge;
+pub mod model;
 pub mod paraver;
 pub mod record;
 pub mod report;
+pub mod services;
 
 use crate::cli::Command;
 
@@ -16,5 +18,7 @@ pub fn run(command: Command) -> anyhow::Result<i32> {
         Command::Paraver(args) => paraver::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Report(args) => report::run(args),
+        Command::Services(args) => services::run(args),
+        Command::Model(args) => model::run(args),
     }
 }
