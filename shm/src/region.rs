@@ -531,6 +531,16 @@ impl Producer {
         }
     }
 
+    /// The slot header's and the ring data's addresses and the ring's length, for a
+    /// producer written in another language (the agent's C hooks), which must follow
+    /// this protocol exactly: whole units at `write & (len - 1)` in the data, room
+    /// checked against the consumer's `read` (acquire), `write` advanced with a release
+    /// store, drops counted in the header's `DROPPED` (and `DROPPED_ENTERS`) by the
+    /// owning thread alone (see [`crate::layout::slot`]).
+    pub fn raw_parts(&self) -> (*mut u8, *mut u8, u64) {
+        (self.header, self.data, self.mask + 1)
+    }
+
     /// Gives the slot back: the collector drains what is left and frees it.
     pub fn retire(self) {
         // SAFETY: as in `word`, the state word is the slot's first field.
