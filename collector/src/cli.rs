@@ -244,52 +244,6 @@ pub struct ModelArgs {
     pub replayer: bool,
 }
 
-/// `sonda attach`.
-#[derive(Args, Debug)]
-pub struct AttachArgs {
-    /// The JVM's process id (as we see it; a JVM in a container works too).
-    #[arg(value_name = "PID")]
-    pub pid: u32,
-
-    /// The trace file to write.
-    #[arg(short, long, value_name = "TRACE")]
-    pub output: PathBuf,
-
-    /// Java methods to trace, as for `sonda record` (repeatable; classes already loaded
-    /// are instrumented at once). Without it: threads, GC, monitors and scheduling.
-    #[arg(long = "methods", value_name = "FILTER")]
-    pub methods: Vec<String>,
-
-    /// Record for this many seconds once the instrumentation is in place, then detach
-    /// (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub duration: Option<f64>,
-
-    /// Give up when the JVM does not answer the attach request within this many seconds.
-    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_seconds)]
-    pub attach_timeout: f64,
-
-    /// Kernel event buffer per CPU (as for `sonda record`).
-    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
-    pub buffer_size: u64,
-
-    /// JVM event buffer per Java thread (as for `sonda record`).
-    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
-    pub agent_buffer: u64,
-
-    /// How long events are held back to be merged in time order (milliseconds).
-    #[arg(long, value_name = "MS", default_value_t = 200)]
-    pub lag: u64,
-}
-
-/// Parses a positive, finite number of seconds.
-pub fn parse_seconds(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() && s < 1e9 => Ok(s),
-        _ => Err(format!("not a positive number of seconds: {text:?}")),
-    }
-}
-
 /// Parses a size: a number of bytes with an optional K, M or G suffix (powers of 1024,
 /// `KiB`/`KB` spellings accepted).
 pub fn parse_size(text: &str) -> Result<u64, String> {
