@@ -18,7 +18,7 @@
 //! (`sonda_shm::attach_codes`) that the collector turns into a message.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
 use sonda_filter::MethodFilter;
@@ -60,6 +60,8 @@ pub struct State {
     pub monitors: Monitors,
     /// Whether the live-phase start (VMInit, or attach) ran.
     pub live: AtomicBool,
+    /// When it started (`CLOCK_MONOTONIC` ns), for `agent.ready_ns`.
+    pub live_since: AtomicU64,
     /// Whether the end (VMDeath, or stop) was handled.
     pub ended: AtomicBool,
     /// Whether the collector's stop request was handled.
@@ -294,6 +296,7 @@ fn start(jvmti: Jvmti, options: &str, mode: LoadMode) -> Result<State, Refusal> 
         threads: Threads::new(),
         monitors: Monitors::new(),
         live: AtomicBool::new(false),
+        live_since: AtomicU64::new(0),
         ended: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
         over: AtomicBool::new(false),

@@ -33,6 +33,11 @@ impl Counter {
         self.value.store(0, Ordering::Relaxed);
     }
 
+    /// Sets the value.
+    pub fn set(&self, v: u64) {
+        self.value.store(v, Ordering::Relaxed);
+    }
+
     /// The current value.
     pub fn get(&self) -> u64 {
         self.value.load(Ordering::Relaxed)
@@ -62,8 +67,13 @@ pub static THREADS_UNNAMED: Counter = Counter::new("threads_unnamed");
 pub static MONITOR_CLASSES: Counter = Counter::new("monitor_classes");
 /// Warnings written (including internal errors caught).
 pub static WARNINGS: Counter = Counter::new("warnings");
+/// ns the live start (VMInit, or attach) took to name the live threads.
+pub static NAMING_NS: Counter = Counter::new("naming_ns");
+/// ns from the live start to the instrumentation in place (`AgentState::Recording`):
+/// naming, linking the probes, retransforming the loaded classes.
+pub static READY_NS: Counter = Counter::new("ready_ns");
 
-static ALL: [&Counter; 11] = [
+static ALL: [&Counter; 13] = [
     &CLASSES_INSTRUMENTED,
     &CLASSES_RESTORED,
     &METHODS_INSTRUMENTED,
@@ -75,6 +85,8 @@ static ALL: [&Counter; 11] = [
     &THREADS_UNNAMED,
     &MONITOR_CLASSES,
     &WARNINGS,
+    &NAMING_NS,
+    &READY_NS,
 ];
 
 /// Sets every counter back to zero: each recording reports its own totals.

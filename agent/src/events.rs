@@ -8,7 +8,7 @@ use sonda_shm::AgentState;
 
 use crate::agent::{Agent, State};
 use crate::jvmti::{ClassLoad, EventHandler, Jni, Jvmti, LoadMode, Local, Vm};
-use crate::{buffers, clock, counters, meta, probe};
+use crate::{buffers, clock, counters, meta, os, probe};
 
 impl EventHandler for Agent {
     fn agent_load(
@@ -94,9 +94,12 @@ pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>
     if state.live.swap(true, Ordering::AcqRel) {
         return;
     }
+    let since = os::monotonic_ns();
+    state.live_since.store(since, Ordering::Release);
     buffers::record(clock::now(), records::VM_INIT, 0);
     let defined = probe::define(jni);
     state.threads.name_live_threads(state.jvmti, jni, thread);
+    counters::NAMING_NS.set(os::monotonic_ns().saturating_sub(since));
     if let Err(e) = defined {
         meta::warning(format!(
             "probe class {} not defined, no method is traced: {e}",
@@ -154,6 +157,8 @@ fn instrument_loaded(state: &State, jni: &Jni<'_>) {
 /// Tells the collector the recording runs (instrumentation in place), unless it is
 /// already over.
 fn recording(state: &State) {
+    let since = state.live_since.load(Ordering::Acquire);
+    counters::READY_NS.set(os::monotonic_ns().saturating_sub(since));
     if !state.stopped.load(Ordering::Acquire) {
         state.region.set_agent_state(AgentState::Recording);
     }

@@ -181,7 +181,10 @@ impl Transformer {
     /// Retransforms every loaded class the filter may match (after the probes are
     /// ready): classes loaded before VMInit, or before an attach.
     pub fn retransform_loaded(&self, jvmti: Jvmti, jni: &Jni<'_>) {
-        let Some(candidates) = self.loaded_candidates(jvmti, jni) else {
+        let Some(candidates) = self.loaded_classes(jvmti, jni, |class, name| {
+            self.filter.class_may_match(name, &[])
+                && self.declares_a_selected_method(jvmti, class, name)
+        }) else {
             return;
         };
         counters::CLASSES_BEFORE_PROBES.add(candidates.len() as u64);
@@ -199,16 +202,10 @@ impl Transformer {
             std::thread::sleep(Duration::from_millis(1));
         }
         let rewritten = self.rewritten.lock().map(|r| r.clone()).unwrap_or_default();
-        let Some(mut candidates) = self.loaded_candidates(jvmti, jni) else {
+        let Some(candidates) = self.loaded_classes(jvmti, jni, |_, name| rewritten.contains(name))
+        else {
             return;
         };
-        candidates.retain(|(class, name)| {
-            let keep = rewritten.contains(name);
-            if !keep {
-                jni.delete_local(*class);
-            }
-            keep
-        });
         let done = retransform(jvmti, jni, candidates);
         counters::CLASSES_RESTORED.add(done);
         // Nothing asks for ids any more: the recording is over.
@@ -217,11 +214,13 @@ impl Transformer {
         }
     }
 
-    /// The loaded, modifiable classes the filter may match.
-    fn loaded_candidates<'a>(
+    /// The loaded, modifiable classes (but the probe class) that `wanted` accepts,
+    /// given the class and its internal name.
+    fn loaded_classes<'a>(
         &self,
         jvmti: Jvmti,
         jni: &'a Jni<'_>,
+        wanted: impl Fn(Local<'_>, &str) -> bool,
     ) -> Option<Vec<(Local<'a>, String)>> {
         let classes = match jvmti.loaded_classes(jni) {
             Ok(c) => c,
@@ -240,13 +239,38 @@ impl Transformer {
                 .flatten()
                 .and_then(|sig| Some(sig.strip_prefix('L')?.strip_suffix(';')?.to_string()));
             match name {
-                Some(n) if n != PROBE.class && self.filter.class_may_match(&n, &[]) => {
-                    candidates.push((class, n))
-                }
+                Some(n) if n != PROBE.class && wanted(class, &n) => candidates.push((class, n)),
                 _ => jni.delete_local(class),
             }
         }
         Some(candidates)
+    }
+
+    /// Whether `class` declares a method the filter selects, asked of JVMTI: a broad
+    /// class pattern (`::_jspService` is any class) would otherwise retransform every
+    /// loaded class, seconds of work for a large application. Annotations are not
+    /// known this way: with annotation patterns, or when JVMTI cannot tell (a class
+    /// not yet prepared), the class stays a candidate and the rewriter decides.
+    fn declares_a_selected_method(&self, jvmti: Jvmti, class: Local<'_>, name: &str) -> bool {
+        if self.filter.uses_annotations() {
+            return true;
+        }
+        let Ok(methods) = jvmti.class_methods(class) else {
+            return true;
+        };
+        methods.iter().any(|m| {
+            m.has_code()
+                && self
+                    .filter
+                    .matches(&MethodRef {
+                        class: name,
+                        name: &m.name,
+                        descriptor: &m.descriptor,
+                        class_annotations: &[],
+                        method_annotations: &[],
+                    })
+                    .is_some()
+        })
     }
 
     /// Warnings for include patterns that selected no method (written at the end).

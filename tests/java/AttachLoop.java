@@ -24,9 +24,9 @@ import java.util.concurrent.locks.LockSupport;
  * <p>The main thread reads commands on stdin: "measure LABEL CALLS WINDOWS" times tiny()
  * (a small method, never inlined with -XX:CompileCommand=dontinline) and reference() (the
  * same code, never instrumented) with the thread's CPU time, alternating windows of CALLS
- * calls (3 pairs to warm up, then WINDOWS pairs), and prints "cost LABEL <median ns per
+ * calls (pairs to warm up until three agree within 3%, then WINDOWS pairs), and prints "cost LABEL <median ns per
  * tiny() call> <median ns per reference() call> <median ratio> <calls per window>
- * <windows> <first ns> <last ns>"; "gc N" runs N full collections ("gcs N"); "contend MS" makes two threads
+ * <windows> <tiny() calls made, warm-up included> <first ns> <last ns>"; "gc N" runs N full collections ("gcs N"); "contend MS" makes two threads
  * ("contender-1", "contender-2") fight for one lock for MS ms ("contended"); "end" stops
  * the counter and prints "calls <n>" and "check <sum of work()'s results>", which depend
  * only on n: the output a run with nobody attached prints.
@@ -122,22 +122,33 @@ public class AttachLoop {
     /** Windows of tiny() and reference() calls, alternating; the ratio of each pair is
      *  the cost of tiny() relative to the machine's speed at that moment. */
     static void measure(ThreadMXBean cpu, String label, int calls, int windows) {
-        for (int w = 0; w < 3; w++) {
-            windowTiny(cpu, calls); // warm up (compiled again after a detach)
-            windowReference(cpu, calls);
+        // Warm up until three windows in a row agree within 3% (at least 3, at most 50):
+        // after a detach both methods run interpreted, then C1 code, until C2 compiles
+        // them again, later on a busy machine.
+        double[] recent = new double[3];
+        long made = 0;
+        for (int w = 0; w < 50; w++) {
+            made += calls;
+            recent[w % 3] = windowTiny(cpu, calls) + windowReference(cpu, calls);
+            double lo = Math.min(recent[0], Math.min(recent[1], recent[2]));
+            double hi = Math.max(recent[0], Math.max(recent[1], recent[2]));
+            if (w >= 2 && hi <= lo * 1.03) {
+                break;
+            }
         }
         long first = System.nanoTime();
         double[] tiny = new double[windows];
         double[] reference = new double[windows];
         double[] ratio = new double[windows];
         for (int w = 0; w < windows; w++) {
+            made += calls;
             tiny[w] = windowTiny(cpu, calls);
             reference[w] = windowReference(cpu, calls);
             ratio[w] = tiny[w] / reference[w];
         }
         long last = System.nanoTime();
-        say(String.format("cost\t%s\t%.4f\t%.4f\t%.4f\t%d\t%d\t%d\t%d", label, median(tiny), median(reference),
-                median(ratio), calls, windows, first, last));
+        say(String.format("cost\t%s\t%.4f\t%.4f\t%.4f\t%d\t%d\t%d\t%d\t%d", label, median(tiny),
+                median(reference), median(ratio), calls, windows, made, first, last));
     }
 
     static final Object LOCK = new Object();

@@ -86,6 +86,24 @@ capability! {
     tag_objects, set_tag_objects = can_tag_objects, set_can_tag_objects;
 }
 
+/// A method as JVMTI describes it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct MethodInfo {
+    /// Its name (`<init>` for constructors).
+    pub name: String,
+    /// Its descriptor, `(I)V`.
+    pub descriptor: String,
+    /// Its access flags (`ACC_NATIVE` 0x0100, `ACC_ABSTRACT` 0x0400, ...).
+    pub modifiers: i32,
+}
+
+impl MethodInfo {
+    /// Whether it has bytecode (not native, not abstract): only those can be rewritten.
+    pub fn has_code(&self) -> bool {
+        self.modifiers & (0x0100 | 0x0400) == 0
+    }
+}
+
 /// What JVMTI tells of a thread.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ThreadInfo {
@@ -294,6 +312,61 @@ impl Jvmti {
             )
         })?;
         Ok(self.take_string(sig))
+    }
+
+    /// The methods `class` declares, as (name, descriptor, modifiers): what the
+    /// rewriter would see in its class file, without the class file. Fails for a class
+    /// not yet prepared.
+    pub fn class_methods(&self, class: Local<'_>) -> Result<Vec<MethodInfo>, JvmtiError> {
+        let mut count = 0;
+        let mut methods: *mut jni_sys::jmethodID = ptr::null_mut();
+        // SAFETY: valid env; live jclass reference; out-pointers to locals; the array
+        // is ours to Deallocate.
+        check(unsafe {
+            self.call(self.table().GetClassMethods)(self.0, class.raw(), &mut count, &mut methods)
+        })?;
+        if methods.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: JVMTI filled `count` method ids into `methods`.
+        let ids = unsafe { std::slice::from_raw_parts(methods, count.max(0) as usize) };
+        let mut out = Vec::with_capacity(ids.len());
+        let mut failed = None;
+        for &id in ids {
+            let mut name: *mut c_char = ptr::null_mut();
+            let mut sig: *mut c_char = ptr::null_mut();
+            let mut modifiers = 0;
+            // SAFETY: valid env; `id` is a method of a live class; out-pointers to
+            // locals (NULL: no generic signature wanted); the strings are ours.
+            let named = check(unsafe {
+                self.call(self.table().GetMethodName)(
+                    self.0,
+                    id,
+                    &mut name,
+                    &mut sig,
+                    ptr::null_mut(),
+                )
+            });
+            let name = self.take_string(name);
+            let descriptor = self.take_string(sig);
+            // SAFETY: as above.
+            let moded = check(unsafe {
+                self.call(self.table().GetMethodModifiers)(self.0, id, &mut modifiers)
+            });
+            match named.and(moded) {
+                Ok(()) => out.push(MethodInfo {
+                    name,
+                    descriptor,
+                    modifiers,
+                }),
+                Err(e) => failed = Some(e),
+            }
+        }
+        self.deallocate(methods.cast());
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     /// Whether `class` may be retransformed (not an array, primitive or hidden class).
