@@ -10,8 +10,10 @@
 //! by time only, with ties in thread order. At a context switch the outgoing thread's
 //! state ends at the very instant the incoming one's begins, so when the incoming
 //! thread has the lower row, Paraver's CPU view would show the outgoing one (or
-//! nothing) for the whole next time slice. So states carry no CPU (0); the CPU view is
-//! made of events of type [`event::CPU_THREAD`]: a thread's row number with its CPU
+//! nothing) for the whole next time slice. Running states still carry their CPU (every
+//! record names the CPU its thread is on; other states are on no CPU, 0), but the CPU
+//! view of the ready-made `.cfg` is made of events of type [`event::CPU_THREAD`]
+//! instead, which Paraver orders right: a thread's row number with its CPU
 //! when it starts running there, 0 when it stops, with the CPU only when no other
 //! thread of the trace takes over at that instant (else CPU 0, out of the CPU's row).
 //! Other events and communications carry the CPU their thread runs on, and 0 when it
@@ -23,7 +25,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use sonda_timeline::names::one_line;
 use sonda_timeline::{
     At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, MonitorWait, OnCpu, Sink,
-    UserValue, WakeEdge,
+    ThreadState, UserValue, WakeEdge,
 };
 use sonda_trace::{Cpu, Meta, Time, TraceMeta};
 
@@ -295,8 +297,12 @@ impl Sink for Translate {
             return;
         }
         self.pieces += u64::from(self.cutting);
-        // No CPU on states: see the module documentation.
-        let cpu = 0;
+        // A Running state names the CPU it runs on; other states are on no CPU (0).
+        let cpu = if iv.state == ThreadState::Running {
+            self.cpu(iv.cpu)
+        } else {
+            0
+        };
         self.reorder.state(Line::State {
             begin: self.time(iv.begin.max(Time(self.zero))),
             end: self.time(iv.end),

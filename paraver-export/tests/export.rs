@@ -215,13 +215,14 @@ fn showcase_exports_exactly() {
         ]
     );
     states_agree_with_the_report(&trace, &prv);
-    // Hand-checked records: main ran on CPU 1 (Paraver 2) from the origin; worker-2
+    // Hand-checked records: main ran on CPU 1 (Paraver 2) from the origin (a Running
+    // state names its CPU, other states CPU 0); worker-2
     // does not exist before 400 nor after 490; method 1 entered on CPU 0 at 160; the GC
     // on the VM thread; the monitor wait; the exit by exception.
     for line in [
-        "1:0:1:1:1:0:100:1",
+        "1:2:1:1:1:0:100:1",
         "1:0:1:1:4:0:400:2",
-        "1:0:1:1:4:460:490:1",
+        "1:2:1:1:4:460:490:1",
         "1:0:1:1:4:490:1000:2",
         "1:0:2:1:1:140:260:12",
         "1:0:2:1:1:310:590:15",
@@ -263,7 +264,8 @@ fn showcase_exports_exactly() {
         assert!(pcf.contains(label), "{label:?} not in the .pcf");
     }
     assert_eq!(prv.state(101, state::RUNNING), 715);
-    // Wakeups are on by default. States carry no CPU; the CPU view is made of events:
+    // Wakeups are on by default. Only Running states carry a CPU; the CPU view is made
+    // of events:
     // main (row 1) starts on CPU 1 at 150; at 270 worker-1 (row 2) hands CPU 2 over to
     // dd (row 7, not of the trace's rows before it), so its stop has no CPU.
     assert_eq!(prv.comms.len(), 3);
@@ -271,7 +273,7 @@ fn showcase_exports_exactly() {
         .lines
         .iter()
         .filter(|l| l.starts_with("1:"))
-        .all(|l| l.starts_with("1:0:")));
+        .all(|l| l.starts_with("1:0:") == !l.ends_with(":1")));
     for line in [
         "2:1:1:1:1:150:49000003:1",
         "2:0:1:1:2:270:49000003:0",

@@ -74,9 +74,9 @@ public class SchedMix {
         for (int i = 0; i < 4; i++) {
             threads.add(new Thread(() -> {
                 while (System.nanoTime() < deadline) {
-                    burn(3_000_000);
+                    burn(8_000_000);
                     synchronized (LOCK) {
-                        burn(1_000_000);
+                        burn(2_000_000);
                     }
                 }
                 report();
@@ -86,8 +86,8 @@ public class SchedMix {
             threads.add(new Thread(() -> {
                 try {
                     while (System.nanoTime() < deadline) {
-                        Thread.sleep(7);
-                        burn(500_000);
+                        Thread.sleep(20);
+                        burn(3_000_000);
                     }
                 } catch (InterruptedException e) {
                     return;
@@ -98,13 +98,13 @@ public class SchedMix {
         for (int i = 0; i < 2; i++) {
             final int n = i;
             threads.add(new Thread(() -> {
-                byte[] block = new byte[64 * 1024];
+                byte[] block = new byte[256 * 1024];
                 try (RandomAccessFile f = new RandomAccessFile(dir.resolve("io-" + n + ".dat").toFile(), "rw")) {
                     while (System.nanoTime() < deadline) {
                         f.seek(0);
                         f.write(block);
                         f.getFD().sync();
-                        burn(200_000);
+                        burn(2_000_000);
                     }
                 } catch (IOException e) {
                     throw new RuntimeException(e);
