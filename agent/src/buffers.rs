@@ -86,12 +86,23 @@ pub fn start_recording(region: Region) -> u32 {
     let generation = GENERATIONS.fetch_add(1, Ordering::AcqRel) + 1;
     let recording = Box::leak(Box::new(Recording { region, generation }));
     CURRENT.store(recording, Ordering::Release);
+    crate::hooks::recording_changed();
     generation
 }
 
 /// Ends the current recording: records and metadata go nowhere until the next one.
 pub fn end_recording() {
     CURRENT.store(std::ptr::null_mut(), Ordering::Release);
+    crate::hooks::recording_changed();
+}
+
+/// In the child of a `fork`: the calling thread's slot is its parent's, and so are the
+/// cached ids. The child's records claim slots of its own.
+pub fn after_fork() {
+    PID.store(std::process::id(), Ordering::Relaxed);
+    let _ = TID.try_with(|t| t.set(0));
+    let _ = SLOT.try_with(|slot| slot.set(Slot::Unclaimed));
+    crate::hooks::forget_thread();
 }
 
 fn current() -> Option<&'static Recording> {
@@ -147,7 +158,16 @@ pub fn record(time: u64, kind: u8, arg: u32) {
 #[cold]
 #[inline(never)]
 fn record_slow(time: u64, kind: u8, arg: u32) {
-    let Some(recording) = current() else { return };
+    if let Some(p) = producer() {
+        p.push(time, head(kind, 0, 0), arg);
+    }
+}
+
+/// The calling thread's producer in the current recording, claiming a slot on its first
+/// record; `None` (counted as a lost event when there is a recording) when it has none.
+/// Off the hot path: for [`record`]'s first record and for the C hooks' (`hooks`).
+pub fn producer() -> Option<Producer> {
+    let recording = current()?;
     let this: *const Recording = recording;
     let region = &recording.region;
     let target = SLOT.try_with(|slot| match slot.get() {
@@ -174,11 +194,12 @@ fn record_slow(time: u64, kind: u8, arg: u32) {
         Slot::Muted => None,
     });
     match target {
-        Ok(Some(Some(p))) => {
-            p.push(time, head(kind, 0, 0), arg);
+        Ok(Some(Some(p))) => Some(p),
+        Ok(None) => None,
+        _ => {
+            region.count_no_slot_drop();
+            None
         }
-        Ok(None) => {}
-        _ => region.count_no_slot_drop(),
     }
 }
 
@@ -213,6 +234,7 @@ pub fn retire_current() {
     let _ = SLOT.try_with(|slot| {
         if let Slot::Owned(p, r) = slot.get() {
             slot.set(Slot::Unclaimed);
+            crate::hooks::forget_thread();
             // A slot of an earlier recording: its collector is gone, leave it.
             if r == now {
                 p.retire();

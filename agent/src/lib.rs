@@ -12,17 +12,28 @@
 //! Modules, one concern each: `jvmti` (all JVM glue and its `unsafe`), `options`,
 //! `buffers` (per-thread rings), `clock`, `events` (what each JVMTI event does),
 //! `threads` (naming), `probe` (the hot-path natives), `transform` (ClassFileLoadHook
-//! and retransformation), `stop` (the collector's stop request), `monitors`, `meta` and
+//! and retransformation, with `class_files` to look into classes before), `stop` (the collector's stop request), `monitors`, `meta` and
 //! `counters` (the metadata log), `os` (system calls), `agent` (start-up and state).
+//!
+//! The same library is sonda's C API (`include/sonda.h`, module `capi`) and the target
+//! of the compiler's function hooks (`-finstrument-functions`): `hooks` (with
+//! `hooks.c`, the hot path in C), `native` (recording a process that is not a JVM, on
+//! the buffer file `SONDA_SHM` names), `mappings` (the executable mappings that name
+//! function addresses).
 
 mod agent;
 mod buffers;
+mod class_files;
+pub mod capi;
 mod clock;
 mod counters;
 mod events;
+mod hooks;
 pub mod jvmti;
+mod mappings;
 mod meta;
 mod monitors;
+mod native;
 pub mod options;
 mod os;
 mod probe;
