@@ -7,8 +7,12 @@ use sonda_trace::{MethodInfo, ThreadInfo, TraceMeta};
 
 /// Labels for every method of the trace: `Class::method`, with the descriptor added
 /// (`Class::method(I)V`) when the class has several methods of that name, so that
-/// overloads stay apart.
+/// overloads stay apart. A C API region is its name. A compiler-instrumented native
+/// function (`Meta::NativeFunction`) is its source-level name, read from the symbols of
+/// the binary its process mapped there (`sonda_symbols`; the binaries are read here),
+/// or its address when it cannot be named.
 pub fn method_labels(meta: &TraceMeta) -> HashMap<u32, String> {
+    let mut natives = sonda_symbols::native_function_labels(meta);
     let mut same_name: HashMap<(&str, &str), usize> = HashMap::new();
     for m in meta.methods.values() {
         *same_name
@@ -17,9 +21,12 @@ pub fn method_labels(meta: &TraceMeta) -> HashMap<u32, String> {
     }
     meta.methods
         .iter()
-        .map(|(&id, m)| {
-            let overloaded = same_name[&(m.class.as_str(), m.name.as_str())] > 1;
-            (id, method_label(m, overloaded))
+        .map(|(&id, m)| match natives.remove(&id) {
+            Some(native) => (id, native),
+            None => {
+                let overloaded = same_name[&(m.class.as_str(), m.name.as_str())] > 1;
+                (id, method_label(m, overloaded))
+            }
         })
         .collect()
 }
