@@ -79,16 +79,19 @@ pub struct Child {
 }
 
 impl Child {
-    /// Starts `program` with `argv[0]` = `argv0`, `args`, and `JAVA_TOOL_OPTIONS` set to
+    /// Starts `program` with `argv[0]` = `argv0`, `args`, `SONDA_SHM` set to the buffer
+    /// file `shm` (for the C API of native programs), and `JAVA_TOOL_OPTIONS` set to
     /// `java_tool_options` if given. Signals sonda gets from now on are passed on.
     pub fn spawn(
         program: &Path,
         argv0: &OsStr,
         args: &[OsString],
+        shm: &Path,
         java_tool_options: Option<&OsStr>,
     ) -> io::Result<Child> {
         let mut cmd = Command::new(program);
         cmd.arg0(argv0).args(args);
+        cmd.env(crate::launch::SHM_ENV, shm);
         if let Some(jto) = java_tool_options {
             cmd.env(crate::launch::JAVA_TOOL_OPTIONS, jto);
         }

@@ -5,7 +5,9 @@
 //! right after `argv[0]`. Any other command gets the same option through
 //! `JAVA_TOOL_OPTIONS` (appended to a value already set), so JVMs started by a script
 //! (`catalina.sh`) or further down the process tree load the agent too; a command that
-//! starts no JVM is unaffected.
+//! starts no JVM is unaffected. Every command also gets `SONDA_SHM=<buffer>`, through
+//! which native programs linked with `libsonda.so` (the C API, `-finstrument-functions`)
+//! find the recording.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -18,6 +20,10 @@ pub const AGENT_LIB: &str = "libsonda.so";
 pub const AGENT_ENV: &str = "SONDA_AGENT";
 /// The environment variable every JVM reads options from.
 pub const JAVA_TOOL_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
+/// The environment variable naming the buffer file for native programs that use the C
+/// API (`libsonda.so` reads it when loaded into a process that is not a JVM). Set for
+/// every recorded command; its children inherit it.
+pub const SHM_ENV: &str = "SONDA_SHM";
 
 /// Why the command cannot be started.
 #[derive(Debug, PartialEq, Eq)]

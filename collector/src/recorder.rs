@@ -269,6 +269,10 @@ impl<W: Write> Recording<W> {
             c("agent.no_slot", self.agent.no_slot_drops()),
             c("agent.meta_dropped", self.agent.meta_drops()),
             c("agent.processes", u64::from(self.agent.attached())),
+            c(
+                "agent.native_functions",
+                self.agent.native_functions().0 as u64,
+            ),
             c("collector.late_retimed", self.merger.late_retimed()),
             c("collector.cpu_ns", host::own_cpu_ns()),
             c("collector.elapsed_ns", elapsed.as_nanos() as u64),
@@ -293,6 +297,12 @@ impl<W: Write> Recording<W> {
         }
         if self.agent.unmapped_ids() > 0 {
             counters.push(c("agent.unmapped_ids", self.agent.unmapped_ids()));
+        }
+        if self.agent.native_functions().1 > 0 {
+            counters.push(c(
+                "agent.native_without_id",
+                self.agent.native_functions().1,
+            ));
         }
         if a.bad_metas > 0 {
             counters.push(c("agent.bad_metas", a.bad_metas));
@@ -482,6 +492,7 @@ fn launch(
         program,
         argv0,
         &injection.args,
+        &agent_path,
         injection.java_tool_options.as_deref(),
     )
     .with_context(|| format!("cannot start {}", argv0.to_string_lossy()))?;
@@ -511,7 +522,14 @@ fn launch(
             return Err(anyhow::anyhow!("the trace {out_path} is incomplete"));
         }
     };
+    let unrecorded = rec.agent.attached() == 0;
     finish(rec, began.elapsed(), &out_path)?;
+    if unrecorded {
+        say!(
+            "sonda: {} did not load libsonda.so: kernel states only; link it with -lsonda (and build with -finstrument-functions) to record its functions",
+            argv0.to_string_lossy()
+        );
+    }
     Ok(Outcome { exit_code })
 }
 
@@ -540,7 +558,7 @@ fn finish(
         format!("{} kernel events ({lost} lost)", tally.scheduler)
     };
     say!(
-        "sonda: recorded {thread_source}, {} JVM events ({dropped} dropped) in {:.1} s, collector CPU {:.2} s; {out_path} ({})",
+        "sonda: recorded {thread_source}, {} agent events ({dropped} dropped) in {:.1} s, collector CPU {:.2} s; {out_path} ({})",
         tally.agent,
         elapsed.as_secs_f64(),
         host::own_cpu_ns() as f64 / 1e9,

@@ -8,6 +8,8 @@
 //! (see [`crate::tsc`]), because it calibrates *after* draining.
 
 pub mod buffer_file;
+pub mod maps;
+pub mod native_functions;
 pub mod pid_map;
 pub mod ring_map;
 
@@ -86,6 +88,8 @@ pub struct AgentSource {
     stats: AgentStats,
     /// The attached process's pid namespace, when it is not ours (a container).
     pid_map: Option<pid_map::PidMap>,
+    /// Compiler-instrumented native functions, turned into methods.
+    natives: native_functions::NativeFunctions,
 }
 
 /// The configuration text agents read (`key=value` lines, see the architecture doc).
@@ -121,6 +125,7 @@ impl AgentSource {
             scratch: Vec::with_capacity(settings.ring_len as usize),
             stats: AgentStats::default(),
             pid_map: None,
+            natives: native_functions::NativeFunctions::default(),
         })
     }
 
@@ -187,7 +192,10 @@ impl AgentSource {
             self.region.drain(i, &mut self.scratch);
             let mut last_raw = None;
             for rec in decode(&self.scratch) {
-                match ring_map::event(&rec, pid, tid) {
+                let region = &self.region;
+                let event = ring_map::event(&rec, pid, tid)
+                    .map(|e| self.natives.translate(pid, e, || region.next_method_id()));
+                match event {
                     Some(event) => {
                         self.stats.records += 1;
                         last_raw = Some(rec.time);
@@ -229,24 +237,35 @@ impl AgentSource {
         }
     }
 
-    /// Hands every metadata record published since the last call to `each`.
+    /// Hands every metadata record published since the last call to `each`, then the
+    /// collector's own about the native functions drained so far (see
+    /// [`native_functions`]).
     pub fn read_meta(&mut self, mut each: impl FnMut(Meta)) {
         let stats = &mut self.stats;
         let pid_map = &mut self.pid_map;
+        let natives = &mut self.natives;
         self.region.read_meta(&mut self.meta_cursor, |bytes| {
             for item in Items::new(bytes) {
                 match item {
                     Ok(Item::Meta(m)) => {
                         stats.metas += 1;
-                        each(match pid_map {
+                        let m = match pid_map {
                             Some(map) => map.meta(m),
                             None => m,
-                        });
+                        };
+                        natives.note(&m);
+                        each(m);
                     }
                     Ok(_) | Err(_) => stats.bad_metas += 1,
                 }
             }
         });
+        self.natives.take_metas(maps::read, each);
+    }
+
+    /// Distinct native functions seen, and records kept by address for want of ids.
+    pub fn native_functions(&self) -> (usize, u64) {
+        (self.natives.count(), self.natives.without_id())
     }
 
     /// What was drained so far.
