@@ -25,9 +25,11 @@ pub const GC_END: u8 = 9;
 pub const MONITOR_CONTENDED: u8 = 10;
 /// Contended monitor entered; `arg` is the monitor class id.
 pub const MONITOR_ENTERED: u8 = 11;
-/// Entered native function; one extra unit holds its address.
+/// Entered native function at an address: one extra unit holds it, or (short form, no
+/// extra unit) its low 48 bits are `aux << 32 | arg` — every user-space address of
+/// x86-64 and AArch64 with 48-bit virtual addresses. See [`func_addr`].
 pub const FUNC_ENTER: u8 = 12;
-/// Left native function; one extra unit holds its address.
+/// Left native function; its address as for [`FUNC_ENTER`].
 pub const FUNC_LEAVE: u8 = 13;
 /// Typed user event: `arg` is the type; one extra unit holds the value.
 pub const USER: u8 = 14;
@@ -36,6 +38,29 @@ pub const USER: u8 = 14;
 #[inline(always)]
 pub const fn head(kind: u8, extra_units: u8, aux: u16) -> u32 {
     kind as u32 | (extra_units as u32) << 8 | (aux as u32) << 16
+}
+
+/// Whether `addr` fits the short (one-unit) form of [`FUNC_ENTER`]/[`FUNC_LEAVE`].
+#[inline(always)]
+pub const fn func_addr_is_short(addr: u64) -> bool {
+    addr >> 48 == 0
+}
+
+/// The `(head, arg)` of a short-form function record of `kind` (`FUNC_ENTER` or
+/// `FUNC_LEAVE`) for `addr` (which must be [`func_addr_is_short`]).
+#[inline(always)]
+pub const fn func_short(kind: u8, addr: u64) -> (u32, u32) {
+    (head(kind, 0, (addr >> 32) as u16), addr as u32)
+}
+
+/// The function address of a `FUNC_ENTER`/`FUNC_LEAVE` record, in either form.
+#[inline]
+pub fn func_addr(rec: &RingRecord) -> u64 {
+    if rec.extra_units > 0 {
+        rec.extra
+    } else {
+        u64::from(rec.aux) << 32 | u64::from(rec.arg)
+    }
 }
 
 /// One decoded ring record.
@@ -51,6 +76,8 @@ pub struct RingRecord {
     pub arg: u32,
     /// The first extra unit's first 8 bytes, if any.
     pub extra: u64,
+    /// How many extra units the record has.
+    pub extra_units: u8,
 }
 
 /// Decodes drained ring bytes (whole units). Stops at a record whose extra units are
@@ -82,6 +109,34 @@ pub fn decode(bytes: &[u8]) -> impl Iterator<Item = RingRecord> + '_ {
             aux: (h >> 16) as u16,
             arg,
             extra,
+            extra_units: extra_units as u8,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(time: u64, head: u32, arg: u32) -> Vec<u8> {
+        let mut u = time.to_le_bytes().to_vec();
+        u.extend_from_slice(&head.to_le_bytes());
+        u.extend_from_slice(&arg.to_le_bytes());
+        u
+    }
+
+    #[test]
+    fn function_addresses_in_both_forms() {
+        let addr = 0x7f12_3456_789a_u64;
+        assert!(func_addr_is_short(addr) && !func_addr_is_short(1 << 48));
+        let (h, a) = func_short(FUNC_ENTER, addr);
+        let mut bytes = unit(5, h, a);
+        bytes.extend(unit(6, head(FUNC_LEAVE, 1, 0), 0));
+        bytes.extend_from_slice(&(1u64 << 50).to_le_bytes());
+        bytes.extend_from_slice(&[0; 8]);
+        let recs: Vec<RingRecord> = decode(&bytes).collect();
+        assert_eq!(recs.len(), 2);
+        assert_eq!((recs[0].kind, func_addr(&recs[0])), (FUNC_ENTER, addr));
+        assert_eq!((recs[1].kind, func_addr(&recs[1])), (FUNC_LEAVE, 1 << 50));
+    }
 }
