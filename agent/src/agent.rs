@@ -330,6 +330,10 @@ fn enable(state: &State) -> Result<(), String> {
             if potential.retransform_any_class() {
                 want.set_retransform_any_class();
             }
+            // To look into classes not yet linked before retransforming them.
+            if potential.constant_pool() {
+                want.set_constant_pool();
+            }
         } else {
             meta::warning("JVMTI cannot retransform classes here: classes loaded before the agent are not instrumented");
         }

@@ -73,7 +73,10 @@ pub static NAMING_NS: Counter = Counter::new("naming_ns");
 /// naming, linking the probes, retransforming the loaded classes.
 pub static READY_NS: Counter = Counter::new("ready_ns");
 
-static ALL: [&Counter; 13] = [
+/// ns to find the loaded classes to retransform at the live start.
+pub static SCAN_NS: Counter = Counter::new("scan_ns");
+
+static ALL: [&Counter; 14] = [
     &CLASSES_INSTRUMENTED,
     &CLASSES_RESTORED,
     &METHODS_INSTRUMENTED,
@@ -87,6 +90,7 @@ static ALL: [&Counter; 13] = [
     &WARNINGS,
     &NAMING_NS,
     &READY_NS,
+    &SCAN_NS,
 ];
 
 /// Sets every counter back to zero: each recording reports its own totals.

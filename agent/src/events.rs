@@ -98,7 +98,7 @@ pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>
     state.live_since.store(since, Ordering::Release);
     buffers::record(clock::now(), records::VM_INIT, 0);
     let defined = probe::define(jni);
-    state.threads.name_live_threads(state.jvmti, jni, thread);
+    os::urgently(|| state.threads.name_live_threads(state.jvmti, jni, thread));
     counters::NAMING_NS.set(os::monotonic_ns().saturating_sub(since));
     if let Err(e) = defined {
         meta::warning(format!(
@@ -148,7 +148,7 @@ fn instrument_loaded(state: &State, jni: &Jni<'_>) {
     if let Some(t) = &state.transformer {
         let _serial = state.transforming.lock();
         if !state.stopped.load(Ordering::Acquire) {
-            t.retransform_loaded(state.jvmti, jni);
+            os::urgently(|| t.retransform_loaded(state.jvmti, jni));
         }
     }
     recording(state);

@@ -26,6 +26,7 @@ mod buffers;
 mod class_files;
 pub mod capi;
 mod clock;
+mod constant_pool;
 mod counters;
 mod events;
 mod hooks;

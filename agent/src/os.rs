@@ -58,3 +58,34 @@ pub fn task_comms() -> Vec<(u32, String)> {
     })
     .collect()
 }
+
+/// Runs `f` with the calling thread at a higher scheduling priority (nice -10), then
+/// puts its priority back: the agent's start-up work (naming threads, looking through
+/// the loaded classes) then does not queue behind a busy application's threads, which
+/// is the whole delay between an attach and its first event on a loaded machine. When
+/// not allowed (an unprivileged JVM cannot raise priorities), `f` runs as it is.
+pub fn urgently<T>(f: impl FnOnce() -> T) -> T {
+    let tid = gettid() as libc::id_t;
+    // SAFETY: plain calls on the calling thread's own id (on Linux, PRIO_PROCESS with a
+    // tid addresses that one thread); errno is reset first since -1 is a valid nice.
+    let before = unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, tid);
+        (*libc::__errno_location() == 0).then_some(n)
+    };
+    /// Puts the priority back when dropped, even if `f` panics.
+    struct Restore(libc::id_t, Option<i32>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(n) = self.1 {
+                // SAFETY: as above; lowering a priority back is always allowed.
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, self.0, n) };
+            }
+        }
+    }
+    // SAFETY: as above.
+    let raised = before.is_some_and(|n| n > -10)
+        && unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, -10) } == 0;
+    let _restore = Restore(tid, before.filter(|_| raised));
+    f()
+}

@@ -26,7 +26,7 @@ use sonda_trace::Meta;
 
 use crate::jvmti::{ClassLoad, Jni, Jvmti, Local};
 use crate::probe::{self, PROBE};
-use crate::{buffers, counters, meta};
+use crate::{buffers, class_files, constant_pool, counters, meta};
 
 /// The method-tracing state: the filter, per-pattern hits, method ids.
 pub struct Transformer {
@@ -181,12 +181,14 @@ impl Transformer {
     /// Retransforms every loaded class the filter may match (after the probes are
     /// ready): classes loaded before VMInit, or before an attach.
     pub fn retransform_loaded(&self, jvmti: Jvmti, jni: &Jni<'_>) {
+        let scan_since = crate::os::monotonic_ns();
         let Some(candidates) = self.loaded_classes(jvmti, jni, |class, name| {
             self.filter.class_may_match(name, &[])
-                && self.declares_a_selected_method(jvmti, class, name)
+                && self.declares_a_selected_method(jvmti, jni, class, name)
         }) else {
             return;
         };
+        counters::SCAN_NS.set(crate::os::monotonic_ns().saturating_sub(scan_since));
         counters::CLASSES_BEFORE_PROBES.add(candidates.len() as u64);
         let done = retransform(jvmti, jni, candidates);
         counters::CLASSES_RETRANSFORMED.add(done);
@@ -246,31 +248,83 @@ impl Transformer {
         Some(candidates)
     }
 
-    /// Whether `class` declares a method the filter selects, asked of JVMTI: a broad
-    /// class pattern (`::_jspService` is any class) would otherwise retransform every
-    /// loaded class, seconds of work for a large application. Annotations are not
-    /// known this way: with annotation patterns, or when JVMTI cannot tell (a class
-    /// not yet prepared), the class stays a candidate and the rewriter decides.
-    fn declares_a_selected_method(&self, jvmti: Jvmti, class: Local<'_>, name: &str) -> bool {
+    /// Whether `class` declares a method the filter selects: a broad class pattern
+    /// (`::_jspService` is any class) would otherwise retransform every loaded class,
+    /// seconds of work for a large application. Asked, cheapest first, of JVMTI
+    /// (`GetClassMethods`: exact, for a linked class), of its constant pool (a class
+    /// not yet linked: it can only declare a method whose name is there; when no
+    /// pattern has a descriptor), of the class file its loader has (`class_files`, a
+    /// millisecond or more per class: only for classes not yet linked, with
+    /// descriptors in the patterns). A filter with annotations, which JVMTI does not
+    /// show, takes every class its class patterns allow, as do classes none of these
+    /// can tell about: they are retransformed and the hook decides.
+    fn declares_a_selected_method(
+        &self,
+        jvmti: Jvmti,
+        jni: &Jni<'_>,
+        class: Local<'_>,
+        name: &str,
+    ) -> bool {
         if self.filter.uses_annotations() {
             return true;
         }
-        let Ok(methods) = jvmti.class_methods(class) else {
+        // Without a descriptor in any pattern, the name decides.
+        let descriptors = self.filter.patterns().iter().any(|p| p.contains('('));
+        let found = jvmti.any_method(class, descriptors, |method, descriptor, modifiers| {
+            self.filter
+                .matches(&MethodRef {
+                    class: name,
+                    name: method,
+                    descriptor,
+                    class_annotations: &[],
+                    method_annotations: &[],
+                })
+                .is_some()
+                // Native and abstract methods have no code to rewrite.
+                && modifiers() & (0x0100 | 0x0400) == 0
+        });
+        if let Ok(found) = found {
+            return found;
+        }
+        if !descriptors {
+            if let Ok((count, pool)) = jvmti.constant_pool(class) {
+                if let Some(names) = constant_pool::utf8_entries(count, &pool) {
+                    return names.iter().any(|n| {
+                        std::str::from_utf8(n).is_ok_and(|method| {
+                            self.filter
+                                .matches(&MethodRef {
+                                    class: name,
+                                    name: method,
+                                    descriptor: "",
+                                    class_annotations: &[],
+                                    method_annotations: &[],
+                                })
+                                .is_some()
+                        })
+                    });
+                }
+            }
+        }
+        let Some(bytes) = class_files::read(jvmti, jni, class, name) else {
             return true;
         };
-        methods.iter().any(|m| {
-            m.has_code()
+        let mut selected = false;
+        let parsed = instrument(&bytes, &PROBE, &mut |m| {
+            // Native and abstract methods have no code to rewrite.
+            selected |= m.access & (0x0100 | 0x0400) == 0
                 && self
                     .filter
                     .matches(&MethodRef {
-                        class: name,
-                        name: &m.name,
-                        descriptor: &m.descriptor,
-                        class_annotations: &[],
-                        method_annotations: &[],
+                        class: m.class,
+                        name: m.name,
+                        descriptor: m.descriptor,
+                        class_annotations: m.class_annotations,
+                        method_annotations: m.method_annotations,
                     })
-                    .is_some()
-        })
+                    .is_some();
+            None
+        });
+        selected || parsed.is_err()
     }
 
     /// Warnings for include patterns that selected no method (written at the end).

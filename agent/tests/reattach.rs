@@ -141,10 +141,12 @@ fn a_second_attach_records_afresh_and_a_third_while_busy_is_refused() {
     let mut jvm = Jvm::start();
     jvm.send("spawn before-1");
     jvm.expect("thread");
+    jvm.send("load");
+    jvm.expect("loaded");
 
     // First recording: work only; holder enters held() and stays there.
     let a = Recording::new(
-        "mode=attach\nmethods=Reattach::work\nmethods=Reattach::held\n",
+        "mode=attach\nmethods=Reattach::work\nmethods=Reattach::held\nmethods=Reattach$Lazy::compute\n",
         Clock::Monotonic,
     );
     assert_eq!(jvm.attach(&a), attach_codes::OK);
@@ -152,6 +154,8 @@ fn a_second_attach_records_afresh_and_a_third_while_busy_is_refused() {
     jvm.send("hold");
     jvm.send("work 1000");
     jvm.expect("worked");
+    jvm.send("lazy 300");
+    jvm.expect("computed");
     // The holder prints its tid, then enters held() (instrumented) and stays there.
     while !jvm.threads.iter().any(|t| t.0 == "holder") {
         jvm.expect("thread");
@@ -173,7 +177,11 @@ fn a_second_attach_records_afresh_and_a_third_while_busy_is_refused() {
     assert!(
         da.has_java_thread(main, "main") && da.has_java_thread(jvm.tid("before-1"), "before-1")
     );
-    assert_eq!(da.counter("agent.classes_restored"), Some(1));
+    // Lazy was loaded, not linked, at the attach: found through its constant pool.
+    let lazy = method_id(&da, "Reattach$Lazy.compute(I)I");
+    assert_eq!(calls(&da, main, ENTER, lazy), 300);
+    assert_eq!(da.counter("agent.classes_retransformed"), Some(2));
+    assert_eq!(da.counter("agent.classes_restored"), Some(2));
     assert!(da.warnings().is_empty(), "{:?}", da.warnings());
     let a_max = da.methods().values().copied().max().unwrap();
 

@@ -84,24 +84,7 @@ capability! {
     gc_events, set_gc_events = can_generate_garbage_collection_events, set_can_generate_garbage_collection_events;
     monitor_events, set_monitor_events = can_generate_monitor_events, set_can_generate_monitor_events;
     tag_objects, set_tag_objects = can_tag_objects, set_can_tag_objects;
-}
-
-/// A method as JVMTI describes it.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct MethodInfo {
-    /// Its name (`<init>` for constructors).
-    pub name: String,
-    /// Its descriptor, `(I)V`.
-    pub descriptor: String,
-    /// Its access flags (`ACC_NATIVE` 0x0100, `ACC_ABSTRACT` 0x0400, ...).
-    pub modifiers: i32,
-}
-
-impl MethodInfo {
-    /// Whether it has bytecode (not native, not abstract): only those can be rewritten.
-    pub fn has_code(&self) -> bool {
-        self.modifiers & (0x0100 | 0x0400) == 0
-    }
+    constant_pool, set_constant_pool = can_get_constant_pool, set_can_get_constant_pool;
 }
 
 /// What JVMTI tells of a thread.
@@ -314,10 +297,16 @@ impl Jvmti {
         Ok(self.take_string(sig))
     }
 
-    /// The methods `class` declares, as (name, descriptor, modifiers): what the
-    /// rewriter would see in its class file, without the class file. Fails for a class
-    /// not yet prepared.
-    pub fn class_methods(&self, class: Local<'_>) -> Result<Vec<MethodInfo>, JvmtiError> {
+    /// Whether some method `class` declares satisfies `pred`, given its name, its
+    /// descriptor (`""` unless `descriptors`: half the work when nobody needs it) and a
+    /// way to ask its modifiers; stops at the first. What the rewriter would see in the
+    /// class file, without the class file. Fails for a class not yet prepared.
+    pub fn any_method(
+        &self,
+        class: Local<'_>,
+        descriptors: bool,
+        mut pred: impl FnMut(&str, &str, &dyn Fn() -> i32) -> bool,
+    ) -> Result<bool, JvmtiError> {
         let mut count = 0;
         let mut methods: *mut jni_sys::jmethodID = ptr::null_mut();
         // SAFETY: valid env; live jclass reference; out-pointers to locals; the array
@@ -326,47 +315,117 @@ impl Jvmti {
             self.call(self.table().GetClassMethods)(self.0, class.raw(), &mut count, &mut methods)
         })?;
         if methods.is_null() {
-            return Ok(Vec::new());
+            return Ok(false);
         }
         // SAFETY: JVMTI filled `count` method ids into `methods`.
         let ids = unsafe { std::slice::from_raw_parts(methods, count.max(0) as usize) };
-        let mut out = Vec::with_capacity(ids.len());
-        let mut failed = None;
+        let mut result = Ok(false);
         for &id in ids {
             let mut name: *mut c_char = ptr::null_mut();
             let mut sig: *mut c_char = ptr::null_mut();
-            let mut modifiers = 0;
-            // SAFETY: valid env; `id` is a method of a live class; out-pointers to
-            // locals (NULL: no generic signature wanted); the strings are ours.
+            let sig_ptr: *mut *mut c_char = if descriptors {
+                &mut sig
+            } else {
+                ptr::null_mut()
+            };
+            // SAFETY: valid env; `id` is a method of a live class; out-pointers to locals
+            // or NULL (JVMTI then skips that string); the strings are ours to Deallocate.
             let named = check(unsafe {
                 self.call(self.table().GetMethodName)(
                     self.0,
                     id,
                     &mut name,
-                    &mut sig,
+                    sig_ptr,
                     ptr::null_mut(),
                 )
             });
-            let name = self.take_string(name);
-            let descriptor = self.take_string(sig);
-            // SAFETY: as above.
-            let moded = check(unsafe {
-                self.call(self.table().GetMethodModifiers)(self.0, id, &mut modifiers)
-            });
-            match named.and(moded) {
-                Ok(()) => out.push(MethodInfo {
-                    name,
-                    descriptor,
-                    modifiers,
-                }),
-                Err(e) => failed = Some(e),
+            if let Err(e) = named {
+                result = Err(e);
+                break;
+            }
+            let modifiers = || {
+                let mut m = 0;
+                // SAFETY: valid env; live method id; out-pointer to a local.
+                let ok = check(unsafe {
+                    self.call(self.table().GetMethodModifiers)(self.0, id, &mut m)
+                });
+                // Unknown modifiers: treated as a method with code.
+                if ok.is_ok() {
+                    m
+                } else {
+                    0
+                }
+            };
+            let found = {
+                let name_text = self.borrow_string(name);
+                let sig_text = self.borrow_string(sig);
+                pred(&name_text, &sig_text, &modifiers)
+            };
+            self.deallocate(name.cast());
+            self.deallocate(sig.cast());
+            if found {
+                result = Ok(true);
+                break;
             }
         }
         self.deallocate(methods.cast());
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(out),
+        result
+    }
+
+    /// A JVMTI-allocated modified-UTF-8 string as text, without copying when it is
+    /// plain UTF-8 (NULL gives ""). The caller deallocates it afterwards.
+    fn borrow_string<'s>(&self, s: *const c_char) -> std::borrow::Cow<'s, str> {
+        if s.is_null() {
+            return std::borrow::Cow::Borrowed("");
         }
+        // SAFETY: JVMTI returns NUL-terminated strings, alive until deallocated, which
+        // the caller does only after the returned text is dropped.
+        let bytes = unsafe { CStr::from_ptr(s) }.to_bytes();
+        match std::str::from_utf8(bytes) {
+            Ok(t) if !t.contains('\u{0}') => std::borrow::Cow::Borrowed(t),
+            _ => std::borrow::Cow::Owned(mutf8::decode(bytes)),
+        }
+    }
+
+    /// The constant pool of `class` in class-file form (its entries, without the
+    /// count), and the count. Needs `can_get_constant_pool`; works for a class not yet
+    /// linked.
+    pub fn constant_pool(&self, class: Local<'_>) -> Result<(u16, Vec<u8>), JvmtiError> {
+        let mut count = 0;
+        let mut len = 0;
+        let mut bytes: *mut u8 = ptr::null_mut();
+        // SAFETY: valid env; live jclass reference; out-pointers to locals; the bytes
+        // are ours to Deallocate.
+        check(unsafe {
+            self.call(self.table().GetConstantPool)(
+                self.0,
+                class.raw(),
+                &mut count,
+                &mut len,
+                &mut bytes,
+            )
+        })?;
+        let out = if bytes.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: JVMTI filled `len` bytes at `bytes`.
+            unsafe { std::slice::from_raw_parts(bytes, len.max(0) as usize) }.to_vec()
+        };
+        self.deallocate(bytes);
+        Ok((u16::try_from(count).unwrap_or(u16::MAX), out))
+    }
+
+    /// The class loader of `class` (`None`: the bootstrap loader).
+    pub fn class_loader<'a>(
+        &self,
+        jni: &'a Jni<'_>,
+        class: Local<'_>,
+    ) -> Result<Option<Local<'a>>, JvmtiError> {
+        let mut loader: jni_sys::jobject = ptr::null_mut();
+        // SAFETY: valid env; live jclass reference; out-pointer to a local; the loader
+        // comes back as a local reference of this thread's frame.
+        check(unsafe { self.call(self.table().GetClassLoader)(self.0, class.raw(), &mut loader) })?;
+        Ok((!loader.is_null()).then(|| jni.wrap(loader)))
     }
 
     /// Whether `class` may be retransformed (not an array, primitive or hidden class).

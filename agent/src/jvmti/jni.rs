@@ -299,6 +299,118 @@ impl<'a> Jni<'a> {
         Ok(value)
     }
 
+    /// Calls `name`, a method taking one `String` and returning an object, on `object`
+    /// (an instance of `class`), or on `class` itself when `object` is `None` (static).
+    pub fn call_object_with_string(
+        &self,
+        object: Option<Local<'_>>,
+        class: Local<'_>,
+        name: &CStr,
+        sig: &CStr,
+        arg: &str,
+    ) -> Result<Local<'a>, JniError> {
+        let sig_bytes = sig.to_bytes();
+        if !sig_bytes.starts_with(b"(Ljava/lang/String;)L")
+            && !sig_bytes.starts_with(b"(Ljava/lang/String;)[")
+        {
+            return Err(JniError::Failed(
+                "call_object_with_string with another signature",
+            ));
+        }
+        let text = self.new_string(arg)?;
+        // SAFETY: valid env; live references; the signature was checked to take one
+        // String and return a reference, and the call passes one jstring.
+        let result = unsafe {
+            let args = [jvalue { l: text.raw }];
+            match object {
+                Some(o) => {
+                    let mid = (self.t().v1_1.GetMethodID)(
+                        self.env,
+                        class.raw,
+                        name.as_ptr(),
+                        sig.as_ptr(),
+                    );
+                    self.checked((), !mid.is_null(), "GetMethodID")?;
+                    (self.t().v1_1.CallObjectMethodA)(self.env, o.raw, mid, args.as_ptr())
+                }
+                None => {
+                    let mid = (self.t().v1_1.GetStaticMethodID)(
+                        self.env,
+                        class.raw,
+                        name.as_ptr(),
+                        sig.as_ptr(),
+                    );
+                    self.checked((), !mid.is_null(), "GetStaticMethodID")?;
+                    (self.t().v1_1.CallStaticObjectMethodA)(self.env, class.raw, mid, args.as_ptr())
+                }
+            }
+        };
+        self.delete_local(text);
+        self.checked(self.wrap(result), true, "CallObjectMethodA")
+    }
+
+    /// Calls `name`, a method taking nothing and returning an object, on `object`.
+    pub fn call_object_noarg(
+        &self,
+        object: Local<'_>,
+        class: Local<'_>,
+        name: &CStr,
+        sig: &CStr,
+    ) -> Result<Local<'a>, JniError> {
+        if !sig.to_bytes().starts_with(b"()L") && !sig.to_bytes().starts_with(b"()[") {
+            return Err(JniError::Failed(
+                "call_object_noarg with a non-object signature",
+            ));
+        }
+        // SAFETY: valid env; live references; the signature was checked to take no
+        // argument and return a reference.
+        unsafe {
+            let mid = (self.t().v1_1.GetMethodID)(self.env, class.raw, name.as_ptr(), sig.as_ptr());
+            self.checked((), !mid.is_null(), "GetMethodID")?;
+            let o = (self.t().v1_1.CallObjectMethodA)(self.env, object.raw, mid, ptr::null());
+            self.checked(self.wrap(o), true, "CallObjectMethodA")
+        }
+    }
+
+    /// Calls `void name()` on `object`.
+    pub fn call_void_noarg(
+        &self,
+        object: Local<'_>,
+        class: Local<'_>,
+        name: &CStr,
+    ) -> Result<(), JniError> {
+        // SAFETY: valid env; live references; the method id was looked up with "()V"
+        // and is called with no argument.
+        unsafe {
+            let mid =
+                (self.t().v1_1.GetMethodID)(self.env, class.raw, name.as_ptr(), c"()V".as_ptr());
+            self.checked((), !mid.is_null(), "GetMethodID")?;
+            (self.t().v1_1.CallVoidMethodA)(self.env, object.raw, mid, ptr::null());
+        }
+        self.checked((), true, "CallVoidMethodA")
+    }
+
+    /// The contents of a `byte[]`.
+    pub fn byte_array(&self, array: Local<'_>) -> Result<Vec<u8>, JniError> {
+        if array.is_null() {
+            return Err(JniError::Failed("byte_array of NULL"));
+        }
+        // SAFETY: valid env; `array` is a live byte[] reference (callers pass what a
+        // method declared as returning byte[] returned); the buffer holds `len` bytes.
+        unsafe {
+            let len = (self.t().v1_1.GetArrayLength)(self.env, array.raw);
+            let mut out = vec![0u8; len.max(0) as usize];
+            (self.t().v1_1.GetByteArrayRegion)(
+                self.env,
+                array.raw,
+                0,
+                len,
+                out.as_mut_ptr().cast(),
+            );
+            self.checked(out, true, "GetByteArrayRegion")
+        }
+    }
+
     /// A new Java string.
     pub fn new_string(&self, s: &str) -> Result<Local<'a>, JniError> {
         let c = CString::new(mutf8::encode(s)).map_err(|_| JniError::Failed("string encoding"))?;

@@ -21,7 +21,7 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-pub use env::{Capabilities, Event, Jvmti, MethodInfo, ThreadInfo};
+pub use env::{Capabilities, Event, Jvmti, ThreadInfo};
 pub use jni::{Jni, JniError, Local};
 pub use vm::Vm;
 

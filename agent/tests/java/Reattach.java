@@ -5,12 +5,20 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /** A JVM the test attaches to several times. Reads commands on stdin, one per line:
- *  "work N" calls work() N times and prints "worked <sum>"; "spawn NAME" starts a thread
+ *  "work N" calls work() N times and prints "worked <sum>"; "load" loads class Lazy
+ *  without linking it ("loaded"); "lazy N" calls Lazy.compute() N times ("computed"); "spawn NAME" starts a thread
  *  NAME that prints "thread NAME <tid>" and waits; "hold" starts a thread "holder" inside
  *  held(), which returns once "release" comes (it prints "held" then); "quit" ends. The
  *  main thread prints "thread main <tid>" and "ready <pid>" first. */
 public class Reattach {
     static volatile boolean released;
+
+    /** Loaded before an attach but not linked: JVMTI cannot list its methods then. */
+    static class Lazy {
+        static int compute(int x) {
+            return x + 7;
+        }
+    }
 
     static int work(int x) {
         return x * 3 + 1;
@@ -86,6 +94,19 @@ public class Reattach {
                     }, "holder");
                     t.setDaemon(true);
                     t.start();
+                    break;
+                }
+                case "load":
+                    Class.forName("Reattach$Lazy", false, Reattach.class.getClassLoader());
+                    say("loaded");
+                    break;
+                case "lazy": {
+                    long sum = 0;
+                    int n = Integer.parseInt(f[1]);
+                    for (int i = 0; i < n; i++) {
+                        sum += Lazy.compute(i);
+                    }
+                    say("computed\t" + sum);
                     break;
                 }
                 case "release":
