@@ -20,8 +20,8 @@
 #
 # Environment:
 #   OUT          output directory (default <repo>/out/tomcat-attach): attach<N>.trace,
-#                attach<N>.prv/.pcf/.row, attach<N>.log (sonda's stderr), times.txt,
-#                access.log, catalina.log, wrk.log
+#                attach<N>.prv/.pcf/.row, attach<N>.log (sonda's stderr), report<N>.txt,
+#                times.txt (the figures), access.log, catalina.log, wrk.log
 #   DURATION     seconds each attach records (default 3); ROUNDS (2); PAUSE (2);
 #                WARM seconds of load before the first attach (5); GOAL_MS (1000)
 #   THREADS, CONNECTIONS   wrk's (2, 8)
@@ -249,6 +249,11 @@ check_round() {
         $1 == "2" { for (i = 7; i < NF; i += 2) if ($i == type && ($(i + 1) in want)) count++ }
         END { print count + 0 }' "$stem.prv")"
     [ "$CALLS" -gt 0 ] || die "round $n: no StandardWrapperValve::invoke call recorded"
+    # The agent's own account: ms to name the live threads, to find the classes to
+    # instrument, and from its start in the JVM to the instrumentation in place.
+    "$SONDA" report "$stem.trace" >"$OUT/report$n.txt" 2>&1 || true
+    AGENT_MS="$(awk '$1 ~ /^agent\.(naming|scan|ready)_ns$/ { v[$1] = $2 }
+        END { printf "%d/%d/%d", v["agent.naming_ns"] / 1e6, v["agent.scan_ns"] / 1e6, v["agent.ready_ns"] / 1e6 }' "$OUT/report$n.txt")"
 }
 
 # --- main ----------------------------------------------------------------------------
@@ -257,7 +262,7 @@ START=$SECONDS
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 rm -f "$OUT"/attach*.{trace,prv,pcf,row,log} "$OUT"/{access,catalina,wrk}.log "$OUT"/paraver*.log \
-    "$OUT"/prvcheck*.log "$OUT/times.txt"
+    "$OUT"/prvcheck*.log "$OUT"/report*.txt "$OUT/times.txt"
 rm -f "$OUT"/attach*.*.cfg
 setup_packages
 setup_sonda
@@ -277,11 +282,11 @@ WRK_PID=$!
 sleep "$WARM"
 
 status=0
-printf 'round\tready_ms\tfirst_event_ms\twrapper_calls\n' >"$OUT/times.txt"
+printf 'round\tready_ms\tfirst_event_ms\tagent_naming/scan/ready_ms\twrapper_calls\n' >"$OUT/times.txt"
 for n in $(seq "$ROUNDS"); do
     attach_round "$n"
     check_round "$n"
-    printf '%s\t%s\t%s\t%s\n' "$n" "$ATTACH_MS" "$FIRST_MS" "$CALLS" >>"$OUT/times.txt"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$n" "$ATTACH_MS" "$FIRST_MS" "$AGENT_MS" "$CALLS" >>"$OUT/times.txt"
     say "round $n: agent ready ${ATTACH_MS} ms and first method event ${FIRST_MS} ms after sonda started; $CALLS StandardWrapperValve::invoke calls in ${DURATION} s"
     if [ "$FIRST_MS" -ge "$GOAL_MS" ]; then
         say "round $n: over the goal of $GOAL_MS ms"
