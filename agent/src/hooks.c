@@ -16,7 +16,7 @@
  * unversioned reference would bind to glibc's no-ops. A reference to the SONDA_1
  * version, which code linked against libsonda.so gets, only binds to these.
  *
- * The protocol is sonda-shm's (shm/src/region.rs, `Producer::push2`): whole 16-byte
+ * The protocol is sonda-shm's (shm/src/region.rs, `Producer::push`): whole 16-byte
  * units at `write & (len - 1)`, room checked against the consumer's `read`, `write`
  * advanced with a release store, drops counted by the owning thread. The offsets and
  * record kinds come from sonda-shm through build.rs (-D flags), so they cannot drift.
@@ -141,10 +141,11 @@ HOOK __attribute__((noinline, cold)) static void count_drop(struct hook_slot *s,
     }
 }
 
-/* Pushes a record of `units` units (1, or 2 with `extra` in the second). */
-HOOK static inline void push(struct hook_slot *s, uint32_t kind, uint32_t units, uint32_t arg,
+/* Pushes a record of `units` units (1, or 2 with `extra` in the second); `head`
+ * carries the kind and the `aux` field (the unit count is added here). The clock is
+ * read once the room is known, so that a full ring costs no clock read. */
+HOOK static inline void push(struct hook_slot *s, uint32_t head, uint32_t units, uint32_t arg,
                              uint64_t extra) {
-    uint64_t time = now();
     uint64_t *write_word = (uint64_t *)(s->header + SONDA_SLOT_WRITE);
     uint64_t w = __atomic_load_n(write_word, __ATOMIC_RELAXED);
     uint64_t need = (uint64_t)units * SONDA_UNIT;
@@ -153,13 +154,14 @@ HOOK static inline void push(struct hook_slot *s, uint32_t kind, uint32_t units,
                                         __ATOMIC_ACQUIRE)
                         + s->mask + 1;
         if (w + need > s->room_until) {
-            count_drop(s, kind);
+            count_drop(s, head & 0xff);
             return;
         }
     }
+    uint64_t time = now();
     uint8_t *p = s->data + (w & s->mask);
     ((uint64_t *)p)[0] = time;
-    ((uint32_t *)p)[2] = kind | (units - 1) << 8;
+    ((uint32_t *)p)[2] = head | (units - 1) << 8;
     ((uint32_t *)p)[3] = arg;
     if (units == 2) {
         uint8_t *q = s->data + ((w + SONDA_UNIT) & s->mask);
@@ -171,18 +173,29 @@ HOOK static inline void push(struct hook_slot *s, uint32_t kind, uint32_t units,
 
 /* ---- the compiler's hooks: exported as __cyg_profile_func_*@@SONDA_1 ---------------- */
 
+/* A function record: one unit with the address's low 48 bits in aux:arg (the short
+ * form, `sonda_shm::records::func_short`), or two units for a higher address. Half the
+ * memory traffic of the long form: at tens of millions of calls a second the ring's
+ * cache lines, not the instructions, are most of the cost. */
+HOOK static inline void push_func(uint32_t kind, void *fn) {
+    struct hook_slot *s = current_slot();
+    if (UNLIKELY(s == NULL))
+        return;
+    uint64_t addr = (uint64_t)(uintptr_t)fn;
+    if (LIKELY(addr >> 48 == 0))
+        push(s, kind | (uint32_t)(addr >> 32) << 16, 1, (uint32_t)addr, 0);
+    else
+        push(s, kind, 2, 0, addr);
+}
+
 HOOK void sonda_cyg_enter(void *fn, void *site) {
     (void)site;
-    struct hook_slot *s = current_slot();
-    if (LIKELY(s != NULL))
-        push(s, SONDA_FUNC_ENTER, 2, 0, (uint64_t)(uintptr_t)fn);
+    push_func(SONDA_FUNC_ENTER, fn);
 }
 
 HOOK void sonda_cyg_exit(void *fn, void *site) {
     (void)site;
-    struct hook_slot *s = current_slot();
-    if (LIKELY(s != NULL))
-        push(s, SONDA_FUNC_LEAVE, 2, 0, (uint64_t)(uintptr_t)fn);
+    push_func(SONDA_FUNC_LEAVE, fn);
 }
 
 __asm__(".symver sonda_cyg_enter, __cyg_profile_func_enter@@SONDA_1");

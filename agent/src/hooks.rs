@@ -35,9 +35,12 @@ extern "C" {
 
 /// Called from C on a thread's first record in a recording: fills `out` with the
 /// thread's slot and returns 1, or returns 0 when the thread cannot record now.
+/// Objects loaded since the last claim (a JNI library, a `dlopen`) get their mappings
+/// written here, before the thread's first function record.
 extern "C" fn claim(out: *mut Claim) -> c_int {
     guard("sonda hooks", 0, || match buffers::producer() {
         Some(p) if !out.is_null() => {
+            crate::mappings::publish_new();
             let (header, data, len) = p.raw_parts();
             // SAFETY: C passes a pointer to a live `struct sonda_hooks_claim` (checked
             // non-null), laid out as `Claim`.

@@ -58,7 +58,7 @@ pub fn start(shm: Option<OsString>) -> bool {
     clock::select(region.clock());
     buffers::start_recording(region);
     buffers::record(clock::now(), records::VM_INIT, 0);
-    mappings::publish();
+    mappings::publish_new();
     // SAFETY: registers a plain function; no other arguments.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     true
@@ -74,4 +74,5 @@ fn in_jvm() -> bool {
 extern "C" fn after_fork_in_child() {
     buffers::after_fork();
     hooks::forget_thread();
+    mappings::forget_after_fork();
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{libsonda, text, Recording};
-use sonda_shm::records::{ENTER, FUNC_ENTER, FUNC_LEAVE, LEAVE, USER, VM_INIT};
+use sonda_shm::records::{func_addr, ENTER, FUNC_ENTER, FUNC_LEAVE, LEAVE, USER, VM_INIT};
 use sonda_shm::{Clock, Geometry};
 use sonda_trace::Meta;
 
@@ -102,10 +102,16 @@ fn every_instrumented_call_region_and_event_is_recorded() {
             last_time = r.time;
             match r.kind {
                 FUNC_ENTER => {
-                    *per_addr.entry(r.extra).or_default() += 1;
-                    stack.push(r.extra);
+                    *per_addr.entry(func_addr(r)).or_default() += 1;
+                    stack.push(func_addr(r));
                 }
-                FUNC_LEAVE => assert_eq!(stack.pop(), Some(r.extra), "exit of the innermost call"),
+                FUNC_LEAVE => {
+                    assert_eq!(
+                        stack.pop(),
+                        Some(func_addr(r)),
+                        "exit of the innermost call"
+                    )
+                }
                 _ => {}
             }
         }

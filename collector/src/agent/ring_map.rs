@@ -37,11 +37,11 @@ pub fn event(rec: &RingRecord, pid: Pid, tid: Tid) -> Option<Event> {
         },
         records::FUNC_ENTER => Event::FuncEnter {
             tid,
-            addr: rec.extra,
+            addr: records::func_addr(rec),
         },
         records::FUNC_LEAVE => Event::FuncLeave {
             tid,
-            addr: rec.extra,
+            addr: records::func_addr(rec),
         },
         records::USER => Event::User {
             tid,
@@ -94,6 +94,11 @@ mod tests {
             bytes.extend_from_slice(&(extra as u64).to_le_bytes());
             bytes.extend_from_slice(&[0u8; 8]);
         }
+        // The short form of function records: the address in aux:arg.
+        let (h, a) = records::func_short(records::FUNC_ENTER, 0x7f00_0000_1234);
+        bytes.extend_from_slice(&4u64.to_le_bytes());
+        bytes.extend_from_slice(&h.to_le_bytes());
+        bytes.extend_from_slice(&a.to_le_bytes());
         bytes.extend(unit(3, 200, 0, 0));
         let events: Vec<Option<Event>> = decode(&bytes).map(|r| event(&r, pid, tid)).collect();
         assert_eq!(
@@ -124,6 +129,10 @@ mod tests {
                     tid,
                     kind: 7,
                     value: 99
+                }),
+                Some(Event::FuncEnter {
+                    tid,
+                    addr: 0x7f00_0000_1234
                 }),
                 None,
             ]
