@@ -141,13 +141,19 @@ pub fn current_tid() -> u32 {
 /// Writes a one-unit record of `kind` with `arg` to the calling thread's ring.
 #[inline(always)]
 pub fn record(time: u64, kind: u8, arg: u32) {
-    let done = SLOT.try_with(|slot| match slot.get() {
-        // One relaxed load: is the handle's recording still the current one?
-        Slot::Owned(p, r) if r == CURRENT.load(Ordering::Relaxed).cast_const() => {
-            p.push(time, head(kind, 0, 0), arg);
-            true
+    let done = SLOT.try_with(|slot| {
+        // Read in place rather than through `Cell::get`: copying the whole enum costs a
+        // store-forwarding stall on every probe (its payload is not 8-byte aligned).
+        // SAFETY: the cell is this thread's; nothing mutates it during this borrow
+        // (`push` does not touch SLOT), and the reference does not outlive the match.
+        match unsafe { &*slot.as_ptr() } {
+            // One relaxed load: is the handle's recording still the current one?
+            Slot::Owned(p, r) if *r == CURRENT.load(Ordering::Relaxed).cast_const() => {
+                p.push(time, head(kind, 0, 0), arg);
+                true
+            }
+            _ => false,
         }
-        _ => false,
     });
     if done != Ok(true) {
         record_slow(time, kind, arg);
