@@ -256,3 +256,64 @@ fn a_full_ring_drops_and_counts_without_blocking() {
         calls.values().sum::<u64>() + region_count
     );
 }
+
+#[test]
+fn a_forked_child_records_into_its_own_slots() {
+    let rec = Recording::new("mode=launch\n", Clock::Tsc);
+    let exe = build(rec.dir.path(), "forks", &["-finstrument-functions"]);
+    let out = Command::new(&exe)
+        .env("SONDA_SHM", &rec.path)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let before: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("before "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let per_pid: BTreeMap<u32, u64> = stdout
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            (w.first() == Some(&"pid")).then(|| (w[1].parse().unwrap(), w[3].parse().unwrap()))
+        })
+        .collect();
+    assert_eq!(per_pid.len(), 2, "{stdout}");
+    let parent = *per_pid.keys().min().unwrap();
+    let d = rec.drain();
+    let child = d
+        .slots
+        .iter()
+        .map(|s| s.pid)
+        .find(|&p| p != parent)
+        .expect("a slot of the child");
+    assert!(per_pid.contains_key(&child));
+    let work = |pid: u32| -> (u64, u64) {
+        let recs: Vec<_> = d
+            .slots
+            .iter()
+            .filter(|s| s.pid == pid)
+            .flat_map(|s| s.records.iter())
+            .collect();
+        let enters = recs.iter().filter(|r| r.kind == FUNC_ENTER).count() as u64;
+        let leaves = recs.iter().filter(|r| r.kind == FUNC_LEAVE).count() as u64;
+        (enters, leaves)
+    };
+    // The parent: main and every work() call; the child: its own calls after the fork
+    // (its main was entered by the parent, and it leaves it in its own slot).
+    assert_eq!(work(parent), (per_pid[&parent] + 1, per_pid[&parent] + 1));
+    let (enters, leaves) = work(child);
+    assert_eq!(enters, per_pid[&child] - before);
+    assert_eq!(leaves, enters + 1);
+    // Each process's mappings under its own pid.
+    for pid in [parent, child] {
+        assert!(
+            d.metas
+                .iter()
+                .any(|m| matches!(m, Meta::Mapping { pid: p, .. } if p.0 == pid)),
+            "no mapping of {pid}"
+        );
+    }
+}
