@@ -198,8 +198,10 @@ HOOK void sonda_cyg_exit(void *fn, void *site) {
     push_func(SONDA_FUNC_LEAVE, fn);
 }
 
+#ifndef SONDA_UNVERSIONED_HOOKS
 __asm__(".symver sonda_cyg_enter, __cyg_profile_func_enter@@SONDA_1");
 __asm__(".symver sonda_cyg_exit, __cyg_profile_func_exit@@SONDA_1");
+#endif /* else hooks.rs exports them (see build.rs) */
 
 /* ---- called from Rust (hooks.rs); not exported from libsonda.so --------------------- */
 

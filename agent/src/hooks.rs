@@ -84,3 +84,31 @@ pub fn record2(kind: u8, arg: u32, extra: u64) {
     // SAFETY: as in `record1`.
     unsafe { sonda_hooks_record2(u32::from(kind), arg, extra) };
 }
+
+/// The compiler's hooks exported unversioned, from Rust, when the linker cannot take
+/// the `SONDA_1` version node (see build.rs): C symbols are not exported from the
+/// library (rustc's version script keeps only Rust's), so these forward to the C ones.
+#[cfg(sonda_unversioned_hooks)]
+mod unversioned {
+    use std::ffi::c_void;
+
+    extern "C" {
+        fn sonda_cyg_enter(function: *mut c_void, site: *mut c_void);
+        fn sonda_cyg_exit(function: *mut c_void, site: *mut c_void);
+    }
+
+    /// `__cyg_profile_func_enter`, called by code built with `-finstrument-functions`.
+    #[no_mangle]
+    pub extern "C" fn __cyg_profile_func_enter(function: *mut c_void, site: *mut c_void) {
+        // SAFETY: the C hook only reads the calling thread's slot; the pointers are
+        // values, never dereferenced.
+        unsafe { sonda_cyg_enter(function, site) }
+    }
+
+    /// `__cyg_profile_func_exit`.
+    #[no_mangle]
+    pub extern "C" fn __cyg_profile_func_exit(function: *mut c_void, site: *mut c_void) {
+        // SAFETY: as above.
+        unsafe { sonda_cyg_exit(function, site) }
+    }
+}

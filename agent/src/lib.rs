@@ -23,8 +23,8 @@
 
 mod agent;
 mod buffers;
-mod class_files;
 pub mod capi;
+mod class_files;
 mod clock;
 mod constant_pool;
 mod counters;
