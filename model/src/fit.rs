@@ -132,9 +132,7 @@ impl Params {
 
     /// CDF and log density at `x`, through statrs; `None` for invalid parameters.
     fn functions(&self) -> Option<CdfAndLnPdf> {
-        fn boxed<D: ContinuousCDF<f64, f64> + Continuous<f64, f64> + 'static>(
-            d: D,
-        ) -> CdfAndLnPdf {
+        fn boxed<D: ContinuousCDF<f64, f64> + Continuous<f64, f64> + 'static>(d: D) -> CdfAndLnPdf {
             Box::new(move |x| (d.cdf(x), d.ln_pdf(x)))
         }
         Some(match *self {

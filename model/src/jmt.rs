@@ -13,7 +13,7 @@
 //!   service time is its CPU demand per call (the CPU part of its outermost calls),
 //!   the best fit among exponential, Erlang and lognormal (the families JMT and LINE's
 //!   analytic solvers both read; a gamma fit is represented by the Erlang of the
-//!   nearest integer shape).
+//!   nearest integer shape), scaled to keep the measured mean exactly.
 //! - `Blocked`: a delay station with the class's blocked time (`S + D`). Calls that
 //!   never blocked skip it: the class goes there with probability `p_c` (the fraction
 //!   of its calls with blocked time > 0) and its service time there is the fit of the
@@ -68,13 +68,25 @@ pub enum Service {
 }
 
 impl Service {
+    /// The best fit of the model's families to the positive values of `sorted_s`, with
+    /// their measured mean kept exactly: utilisations, and in a product-form network
+    /// the mean response times, depend on the means alone. Exponential and Erlang fits
+    /// are made from the mean already; a lognormal keeps its fitted `sigma` (the shape)
+    /// and takes `mu = ln(mean) - sigma^2 / 2` (its maximum-likelihood `mu` gives the
+    /// mean of a heavy-tailed sample a few percent off).
     fn from_samples(sorted_s: &[f64]) -> Service {
         let fits = fit(sorted_s);
+        let pos: Vec<f64> = sorted_s.iter().copied().filter(|&x| x > 0.0).collect();
+        let mean = pos.iter().sum::<f64>() / pos.len().max(1) as f64;
         match fits.best_of(&MODEL_FAMILIES) {
-            Some(f) => Service::Fitted(f.params),
+            Some(f) => Service::Fitted(match f.params {
+                Params::Lognormal { sigma, .. } => Params::Lognormal {
+                    mu: mean.ln() - sigma * sigma / 2.0,
+                    sigma,
+                },
+                p => p,
+            }),
             None => {
-                let pos: Vec<f64> = sorted_s.iter().copied().filter(|&x| x > 0.0).collect();
-                let mean = pos.iter().sum::<f64>() / pos.len().max(1) as f64;
                 if pos.len() > 1 && pos[0] != pos[pos.len() - 1] {
                     Service::Fitted(Params::Exponential { rate: 1.0 / mean })
                 } else {
@@ -583,6 +595,33 @@ mod tests {
         let mut s = String::new();
         strategy(&mut s, &Service::Replayer(PathBuf::from("/x/a&b.txt")));
         assert!(s.contains(r#"name="fileName"><value>/x/a&amp;b.txt</value>"#));
+    }
+
+    #[test]
+    fn a_fitted_service_keeps_the_measured_mean() {
+        use statrs::distribution::{ContinuousCDF, Normal};
+        // A lognormal sample (sigma 1.5: heavy tail), its quantiles: the family that fits
+        // best, and one whose maximum-likelihood mean is not the sample's.
+        let n = 200;
+        let z = Normal::new(0.0, 1.0).unwrap();
+        let s: Vec<f64> = (0..n)
+            .map(|i| (-6.0 + 1.5 * z.inverse_cdf((i as f64 + 0.5) / n as f64)).exp())
+            .collect();
+        let mean = s.iter().sum::<f64>() / n as f64;
+        let best = fit(&s).best_of(&MODEL_FAMILIES).unwrap().params;
+        let Params::Lognormal { sigma, .. } = best else {
+            panic!("expected a lognormal fit, got {best:?}");
+        };
+        assert!(
+            (best.mean() - mean).abs() > 0.01 * mean,
+            "{best:?} vs {mean}"
+        );
+        let service = Service::from_samples(&s);
+        let Service::Fitted(Params::Lognormal { sigma: kept, .. }) = service else {
+            panic!("{service:?}");
+        };
+        assert_eq!(kept, sigma);
+        assert!((service.mean().unwrap() - mean).abs() < 1e-12 * mean);
     }
 
     #[test]
