@@ -24,11 +24,18 @@ import java.util.concurrent.atomic.AtomicLong;
  * A generator thread sends requests with exponential inter-arrival times to a pool of
  * worker threads ("worker-N"). Each request class burns a set amount of thread CPU time,
  * sleeps a set time, writes to a file synchronously, or a mix. Every call measures itself
- * with the JVM's own clocks (ThreadMXBean thread CPU time, System.nanoTime), so a trace's
- * per-call demands can be checked against the JVM's own figures.
+ * with the JVM's own clocks (ThreadMXBean thread CPU time, System.nanoTime) and its
+ * thread's run-queue wait (/proc/thread-self/schedstat), so a trace's per-call demands can
+ * be checked against the JVM's own figures.
+ *
+ * Mean CPU demand per request: 0.5 x 2 ms + 0.3 x 1 ms + 0.2 x (2 ms + the write's own
+ * CPU time) = about 1.8 ms, so the default 550 requests/s keep about one CPU busy.
  *
  * usage: ServiceDemo [--workers N] [--rate REQ_PER_S] [--seconds S] [--out CSV] [--dir DIR]
- * Prints one summary line per request class; with --out, one CSV line per call.
+ * Prints one summary line per request class; with --out, one CSV line per call: class,
+ * thread, start_ns and wall_ns (System.nanoTime just around the call), cpu_ns (thread CPU
+ * time), and over a span holding both (see measured): wait_ns (run-queue wait), span_ns
+ * (its length) and span_cpu_ns (its thread CPU time).
  */
 public final class ServiceDemo {
     static final ThreadMXBean MX = ManagementFactory.getThreadMXBean();
@@ -85,9 +92,9 @@ public final class ServiceDemo {
         sleepMs(3);
     }
 
-    /** A checkout: 0.5 ms CPU, a synchronous write to disk, 2 ms waiting. */
+    /** A checkout: 2 ms CPU (pricing, the order), a synchronous 4 KiB write to disk, 2 ms waiting. */
     public static void checkout() {
-        burnCpu(500_000);
+        burnCpu(2_000_000);
         try (RandomAccessFile f = new RandomAccessFile(dir.resolve("orders-" + Thread.currentThread().getName()).toFile(), "rw")) {
             f.write(new byte[4096]);
             f.getFD().sync();
@@ -107,11 +114,17 @@ public final class ServiceDemo {
     });
     static final ThreadLocal<ByteBuffer> SCHEDSTAT_BUF = ThreadLocal.withInitial(() -> ByteBuffer.allocate(128));
 
-    /** This thread's total time waiting on a run queue (ns), or -1. */
-    static long runQueueWaitNs() {
+    /** Per-thread scratch for two schedstat readings: {wait, timeslices} each. */
+    static final ThreadLocal<long[]> SCHEDSTAT_READS = ThreadLocal.withInitial(() -> new long[4]);
+
+    /**
+     * Reads this thread's schedstat into into[at] (total run-queue wait, ns) and into[at + 1]
+     * (timeslices run: one more at every switch-in). False when unreadable.
+     */
+    static boolean schedstat(long[] into, int at) {
         FileChannel f = SCHEDSTAT.get();
         if (f == null) {
-            return -1;
+            return false;
         }
         try {
             ByteBuffer b = SCHEDSTAT_BUF.get();
@@ -121,31 +134,77 @@ public final class ServiceDemo {
             while (i < n && b.get(i) != ' ') {
                 i++;
             }
-            long v = 0;
-            for (i++; i < n && b.get(i) >= '0' && b.get(i) <= '9'; i++) {
-                v = v * 10 + (b.get(i) - '0');
+            for (int field = 0; field < 2; field++) {
+                long v = 0;
+                for (i++; i < n && b.get(i) >= '0' && b.get(i) <= '9'; i++) {
+                    v = v * 10 + (b.get(i) - '0');
+                }
+                into[at + field] = v;
             }
-            return v;
+            return true;
         } catch (IOException e) {
-            return -1;
+            return false;
         }
     }
 
+    /**
+     * An instant (System.nanoTime) at which this thread's run-queue wait is known exactly,
+     * with the thread's CPU time read right beside it: schedstat is read before and after
+     * the two clocks, again until no switch-in happened between the two reads (the
+     * run-queue wait only grows at a switch-in). CPU time and wait go to into[0] and
+     * into[1] (wait -1 if schedstat cannot be read); `cpuFirst` reads the CPU clock
+     * before nanoTime (at a span's end) instead of after it (at its start), so the span
+     * holds the CPU window.
+     */
+    static long instantWithWait(long[] into, boolean cpuFirst) {
+        long[] r = SCHEDSTAT_READS.get();
+        while (true) {
+            boolean readable = schedstat(r, 0);
+            long t;
+            if (cpuFirst) {
+                into[0] = MX.getCurrentThreadCpuTime();
+                t = System.nanoTime();
+            } else {
+                t = System.nanoTime();
+                into[0] = MX.getCurrentThreadCpuTime();
+            }
+            if (!readable) {
+                into[1] = -1;
+                return t;
+            }
+            if (schedstat(r, 2) && r[0] == r[2] && r[1] == r[3]) {
+                into[1] = r[0];
+                return t;
+            }
+        }
+    }
+
+    /**
+     * Runs one call and measures it with the JVM's clocks: its wall time (nanoTime just
+     * around the call) and thread CPU time (just around those), and, over a span that
+     * holds them, the span's own CPU time and run-queue wait. The span starts and ends at
+     * instants whose wait is known exactly (see instantWithWait), so span - span CPU -
+     * wait is the time the call was blocked, whatever preempts the thread around the
+     * call: the same interval for all three clocks.
+     */
     static void measured(Stats s, Runnable call) {
-        long w0 = runQueueWaitNs();
+        long[] start = new long[2];
+        long[] end = new long[2];
+        long s0 = instantWithWait(start, false);
         long c0 = MX.getCurrentThreadCpuTime();
         long t0 = System.nanoTime();
         call.run();
         long t1 = System.nanoTime();
         long c1 = MX.getCurrentThreadCpuTime();
-        long w1 = runQueueWaitNs();
-        long wait = w0 < 0 || w1 < 0 ? -1 : w1 - w0;
+        long s1 = instantWithWait(end, true);
+        long wait = start[1] < 0 || end[1] < 0 ? -1 : end[1] - start[1];
         s.calls.incrementAndGet();
         s.cpuNs.addAndGet(c1 - c0);
         s.wallNs.addAndGet(t1 - t0);
         s.waitNs.addAndGet(Math.max(0, wait));
         if (perCall != null) {
-            String line = String.format(Locale.ROOT, "%s,%s,%d,%d,%d,%d", s.name, Thread.currentThread().getName(), t0, t1 - t0, c1 - c0, wait);
+            String line = String.format(Locale.ROOT, "%s,%s,%d,%d,%d,%d,%d,%d", s.name, Thread.currentThread().getName(),
+                    t0, t1 - t0, c1 - c0, wait, s1 - s0, end[0] - start[0]);
             synchronized (perCall) {
                 perCall.println(line);
             }
@@ -153,9 +212,9 @@ public final class ServiceDemo {
     }
 
     public static void main(String[] args) throws Exception {
-        int workers = 4;
-        double rate = 400;
-        double seconds = 5;
+        int workers = 6;
+        double rate = 550;
+        double seconds = 6;
         String out = null;
         dir = Path.of(System.getProperty("java.io.tmpdir"));
         for (int i = 0; i < args.length; i++) {
@@ -171,7 +230,7 @@ public final class ServiceDemo {
         Files.createDirectories(dir);
         if (out != null) {
             perCall = new PrintStream(out, "UTF-8");
-            perCall.println("class,thread,start_ns,wall_ns,cpu_ns,wait_ns");
+            perCall.println("class,thread,start_ns,wall_ns,cpu_ns,wait_ns,span_ns,span_cpu_ns");
         }
         AtomicInteger n = new AtomicInteger();
         ExecutorService pool = Executors.newFixedThreadPool(workers, r -> new Thread(r, "worker-" + n.incrementAndGet()));
