@@ -6,8 +6,32 @@ source "$(dirname "$0")/lib/setup.sh"
 setup_base
 setup_tracefs
 cd "$SONDA_ROOT"
+
+# The Python environment of tests/tests/services.rs (LINE and jsonschema, pinned in
+# tests/python-requirements.txt), made once under the target directory and reused by
+# every later run; made afresh when the requirements change. The test makes it too
+# when run alone; here the minute pip takes is spent once, before the tests.
+line_venv() {
+    local venv="${CARGO_TARGET_DIR:-$SONDA_ROOT/target}/release/line-venv"
+    local req="$SONDA_ROOT/tests/python-requirements.txt"
+    if cmp -s "$req" "$venv/requirements.installed" && [ -x "$venv/bin/line" ]; then
+        return
+    fi
+    if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+        echo "setup: installing python3-venv (for the LINE test)" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    fi
+    echo "setup: making $venv (pip install -r tests/python-requirements.txt)" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$req"
+    cp "$req" "$venv/requirements.installed"
+}
+
 start=$(date +%s)
 build_release
+line_venv
 cargo test --release --workspace
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings

@@ -1,9 +1,10 @@
 //! `sonda services` and `sonda model` end to end, on the bundled workload of known
-//! demands (scripts/demo/demo/ServiceDemo.java): a pool of 4 workers on a 2-CPU machine
+//! demands (scripts/demo/demo/ServiceDemo.java): a pool of three workers per CPU
 //! serving three request classes, each call measuring itself with the JVM's clocks
-//! (thread CPU time, System.nanoTime) and the kernel's run-queue delay of its thread
+//! (thread CPU time, System.nanoTime) and the kernel's run-queue wait of its thread
 //! (/proc/thread-self/schedstat). Those per-call measurements are the truth the
-//! trace's figures are held to; LINE (an independent reader of JMT models) solves the
+//! trace's figures are held to (how they differ and why: docs/services-schema.md,
+//! "Measurement notes"); LINE (an independent reader of JMT models) solves the
 //! exported model.
 
 use std::collections::BTreeMap;
@@ -23,6 +24,9 @@ struct JvmCall {
     wall: u64,
     cpu: u64,
     wait: i64,
+    /// The window of `wait`, holding those of `wall` and `cpu`, and its CPU time.
+    span: u64,
+    span_cpu: u64,
 }
 
 /// One call as `sonda services --calls` reported it.
@@ -61,7 +65,7 @@ fn read_jvm_calls(path: &Path) -> Vec<JvmCall> {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("class,thread,start_ns,wall_ns,cpu_ns,wait_ns")
+        Some("class,thread,start_ns,wall_ns,cpu_ns,wait_ns,span_ns,span_cpu_ns")
     );
     lines
         .map(|l| {
@@ -73,6 +77,8 @@ fn read_jvm_calls(path: &Path) -> Vec<JvmCall> {
                 wall: f[3].parse().unwrap(),
                 cpu: f[4].parse().unwrap(),
                 wait: f[5].parse().unwrap(),
+                span: f[6].parse().unwrap(),
+                span_cpu: f[7].parse().unwrap(),
             }
         })
         .collect()
@@ -121,30 +127,40 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     s / n.max(1) as f64
 }
 
-/// A Python environment with LINE (`line-solver`) and `jsonschema`, made once under the
-/// target directory. `None` (a skip) only when pip cannot install and CI is not "true".
+/// A Python environment with LINE (`line-solver`) and `jsonschema`, the versions of
+/// tests/python-requirements.txt, made once under the target directory (scripts/test.sh
+/// makes it before the tests run) and made afresh when that file changes. `None` (a
+/// skip) only when it cannot be made and CI is not "true".
 fn line_env() -> Option<PathBuf> {
     let venv = profile_dir().join("line-venv");
-    let line = venv.join("bin/line");
-    let python = venv.join("bin/python");
+    let requirements = repo_root().join("tests/python-requirements.txt");
+    let stamp = venv.join("requirements.installed");
+    let wanted = std::fs::read(&requirements).unwrap();
     let ready = || {
-        line.exists()
-            && run(Command::new(&python).args(["-c", "import jsonschema, line_solver"]))
-                .status
-                .success()
+        std::fs::read(&stamp).is_ok_and(|s| s == wanted)
+            && run(Command::new(venv.join("bin/python"))
+                .args(["-c", "import jsonschema, line_solver"]))
+            .status
+            .success()
+            && venv.join("bin/line").exists()
     };
     if !ready() {
+        eprintln!("making {} (pip install, about a minute)", venv.display());
+        let _ = std::fs::remove_dir_all(&venv);
         let made = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
         let installed = made.status.success()
-            && run(Command::new(venv.join("bin/pip")).args([
-                "install",
-                "-q",
-                "line-solver",
-                "jsonschema",
-            ]))
+            && run(Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", "-r"])
+                .arg(&requirements))
             .status
             .success();
-        if !require("pip install line-solver (PyPI)", installed && ready()) {
+        if installed {
+            std::fs::write(&stamp, &wanted).unwrap();
+        }
+        if !require(
+            "a Python venv with tests/python-requirements.txt (python3-venv, PyPI)",
+            installed && ready(),
+        ) {
             return None;
         }
     }
@@ -172,14 +188,16 @@ fn services_match_the_jvm_and_line_solves_the_model() {
     for c in CLASSES {
         cmd.arg("--methods").arg(format!("demo.ServiceDemo::{c}"));
     }
-    // 6 workers on 2 CPUs, about 1 CPU of demand (1.4 ms a request): busy, with
-    // queueing for the CPUs, and stable (the pool keeps up with the arrivals).
+    // Three workers per CPU (6 on 2 CPUs), about one CPU of demand (1.8 ms a request at
+    // 550 requests/s): busy, with queueing for the CPUs, and stable (the pool keeps up
+    // with the arrivals). The same settings as scripts/demo.sh.
+    let workers = 3 * std::thread::available_parallelism().map_or(2, |n| n.get());
     cmd.arg("--")
         .arg("java")
         .arg("-cp")
         .arg(&classes)
-        .args(["demo.ServiceDemo", "--workers", "6", "--rate", "700"])
-        .args(["--seconds", "6", "--out"])
+        .args(["demo.ServiceDemo", "--workers", &workers.to_string()])
+        .args(["--rate", "550", "--seconds", "6", "--out"])
         .arg(&jvm_csv)
         .arg("--dir")
         .arg(dir.path().join("data"));
@@ -244,12 +262,16 @@ fn services_match_the_jvm_and_line_solves_the_model() {
         overhead[overhead.len() * 99 / 100]
     );
 
-    eprintln!("class     calls  cpu trace/jvm (err)      wall trace/jvm (err)      blocked trace/jvm (err)   waiting trace/jvm");
+    eprintln!("class     calls  cpu trace/jvm (err, jvm-trace)     wall trace/jvm (err)      blocked trace/jvm (err)   waiting trace/jvm");
     for class in CLASSES {
         let j: Vec<&JvmCall> = jvm.iter().filter(|c| c.class == class).collect();
         let t: Vec<&TraceCall> = calls.iter().filter(|c| c.class == class).collect();
         assert_eq!(t.len(), j.len(), "{class}: call counts");
         assert!(j.len() > 300, "{class}: too few calls ({})", j.len());
+        assert!(
+            j.iter().all(|c| c.wait >= 0),
+            "{class}: the JVM could not read /proc/thread-self/schedstat"
+        );
         let cpu = (
             mean(t.iter().map(|c| c.cpu as f64)),
             mean(j.iter().map(|c| c.cpu as f64)),
@@ -258,46 +280,36 @@ fn services_match_the_jvm_and_line_solves_the_model() {
             mean(t.iter().map(|c| c.wall as f64)),
             mean(j.iter().map(|c| c.wall as f64)),
         );
-        // The JVM's blocked time: wall - cpu - run-queue wait. Its wait is read just
-        // outside the call's window, so a preemption there adds to it: compare the
-        // calls whose two waits (schedstat's and the trace's) agree within 20 us,
-        // i.e. where the JVM's reading is of the call alone.
-        let agree: Vec<&(&JvmCall, &TraceCall)> = pairs
-            .iter()
-            .filter(|(j, t)| j.class == class && (j.wait - t.runnable as i64).abs() < 20_000)
-            .collect();
-        assert!(
-            agree.len() * 2 > j.len(),
-            "{class}: the JVM's waits are mostly off: {}",
-            agree.len()
-        );
+        // The JVM's blocked time, over every call: span - span CPU - run-queue wait, all
+        // three over one span that holds the call and starts and ends at instants whose
+        // wait is exact (ServiceDemo.measured). The kernel's stale-clock charge
+        // (docs/services-schema.md, measurement notes) moves time from the JVM's wait
+        // to its CPU time and leaves their sum, and so this difference, unbiased.
         let blocked = (
-            mean(agree.iter().map(|(_, t)| t.blocked() as f64)),
+            mean(t.iter().map(|c| c.blocked() as f64)),
             mean(
-                agree
-                    .iter()
-                    .map(|(j, _)| (j.wall as i64 - j.cpu as i64 - j.wait).max(0) as f64),
+                j.iter()
+                    .map(|c| c.span as f64 - c.span_cpu as f64 - c.wait as f64),
             ),
         );
         let waiting = (
             mean(t.iter().map(|c| c.runnable as f64)),
-            mean(j.iter().map(|c| c.wait.max(0) as f64)),
+            mean(j.iter().map(|c| c.wait as f64)),
         );
         let err = |(a, b): (f64, f64)| (a - b) / b;
         eprintln!(
-            "{class:9} {:5}  ({} for blocked)  {:.4}/{:.4} ms ({:+.2}%)  {:.4}/{:.4} ms ({:+.2}%)  {:.4}/{:.4} ms ({:+.2}%)  {:.4}/{:.4} ms",
+            "{class:9} {:5}  {:.4}/{:.4} ms ({:+.2}%, {:+5.1} us)  {:.4}/{:.4} ms ({:+.2}%)  {:.4}/{:.4} ms ({:+.2}%)  {:.4}/{:.4} ms",
             t.len(),
-            agree.len(),
-            cpu.0 / 1e6, cpu.1 / 1e6, err(cpu) * 100.0,
+            cpu.0 / 1e6, cpu.1 / 1e6, err(cpu) * 100.0, (cpu.1 - cpu.0) / 1e3,
             wall.0 / 1e6, wall.1 / 1e6, err(wall) * 100.0,
             blocked.0 / 1e6, blocked.1 / 1e6, if blocked.1 > 0.0 { err(blocked) * 100.0 } else { 0.0 },
             waiting.0 / 1e6, waiting.1 / 1e6,
         );
-        // Open: around checkout's fsync the JVM's thread CPU clock counts ~25 us a
-        // call more than the kernel's switch records put inside the call (-2.9% on a
-        // loaded machine); until that is explained the class with disk I/O gets 5%.
-        let cpu_tolerance = if class == "checkout" { 0.05 } else { 0.02 };
-        assert!(err(cpu).abs() < cpu_tolerance, "{class}: cpu {cpu:?}");
+        // The JVM's thread CPU clock runs ahead of the switch records by the kernel's
+        // stale-clock charge at switch-ins (a few microseconds a switch-in, ~20 us a
+        // checkout call): each class's CPU demand is large enough that this stays well
+        // inside 2%.
+        assert!(err(cpu).abs() < 0.02, "{class}: cpu {cpu:?}");
         assert!(err(wall).abs() < 0.01, "{class}: wall {wall:?}");
         assert!(
             (blocked.0 - blocked.1).abs() < (0.02 * blocked.1).max(100_000.0),
@@ -340,11 +352,12 @@ fn services_match_the_jvm_and_line_solves_the_model() {
     let check = run(Command::new(venv.join("bin/python"))
         .args([
             "-c",
-            "import json,sys,jsonschema\n\
+            "import json,math,sys,jsonschema\n\
              s=json.load(open(sys.argv[1])); d=json.load(open(sys.argv[2]))\n\
              jsonschema.Draft202012Validator.check_schema(s)\n\
              jsonschema.Draft202012Validator(s).validate(d)\n\
-             print(len(d['whole']['methods']), len(d['windows']))",
+             print(len(d['whole']['methods']), len(d['windows']), d['trace']['cpus'],\n\
+                   math.ceil(d['whole']['duration_s'] / 2 - 1e-9))",
         ])
         .arg(&schema)
         .arg(&json));
@@ -354,11 +367,14 @@ fn services_match_the_jvm_and_line_solves_the_model() {
         schema.display(),
         text(&check.stderr)
     );
-    assert!(
-        text(&check.stdout).starts_with("3 "),
-        "{}",
-        text(&check.stdout)
-    );
+    let checked: Vec<usize> = text(&check.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(checked[0], 3, "methods in the JSON");
+    assert_eq!(checked[1], checked[3], "2 s windows in the JSON");
+    // The model's CPU station has the trace's CPUs as servers.
+    let cpus = checked[2] as f64;
 
     let jsimg = dir.path().join("demo.jsimg");
     let model = run(Command::new(sonda())
@@ -393,32 +409,38 @@ fn services_match_the_jvm_and_line_solves_the_model() {
         if f.len() == 8 {
             let n = |i: usize| f[i].parse::<f64>().unwrap();
             let class = f[1].rsplit("::").next().unwrap().to_string();
-            predicted.insert((f[0].to_string(), class), (n(3), n(4), n(7)));
+            // (utilisation, residence time per class arrival, throughput)
+            predicted.insert((f[0].to_string(), class), (n(3), n(5), n(7)));
         }
     }
     assert!(!predicted.is_empty(), "LINE printed no table: {table}");
-    let cpus = 2.0_f64.max(std::thread::available_parallelism().map_or(2.0, |n| n.get() as f64));
     let duration = {
         let first = calls.iter().map(|c| c.begin).min().unwrap();
         let last = calls.iter().map(|c| c.begin + c.wall).max().unwrap();
         (last - first) as f64 / 1e9
     };
-    eprintln!("class     X trace/LINE (err)       CPU util trace/LINE (err)   R trace / LINE (CPU + blocked)");
+    // LINE's response times are printed beside the measured ones, not checked: the
+    // model has the JVM alone on the machine's CPUs (no other load, no bounded pool).
+    eprintln!("class     X trace/LINE (err)      CPU util trace/LINE (err)   R trace/LINE        at the CPU: cpu+waiting trace/LINE   blocked trace/LINE");
     for class in CLASSES {
         let t: Vec<&TraceCall> = calls.iter().filter(|c| c.class == class).collect();
         let x = t.len() as f64 / duration;
         let util = t.iter().map(|c| c.cpu as f64).sum::<f64>() / 1e9 / duration / cpus;
-        let r = mean(t.iter().map(|c| c.wall as f64)) / 1e9;
+        let ms = |f: &dyn Fn(&TraceCall) -> u64| mean(t.iter().map(|c| f(c) as f64)) / 1e6;
         let (u_line, r_cpu, x_line) = predicted[&("CPU".to_string(), class.to_string())];
         let r_blocked = predicted
             .get(&("Blocked".to_string(), class.to_string()))
-            .map_or(0.0, |p| p.1 * p.2 / x_line);
+            .map_or(0.0, |p| p.1);
         eprintln!(
-            "{class:9} {x:.1}/{x_line:.1} ({:+.2}%)  {util:.4}/{u_line:.4} ({:+.2}%)  {:.3} ms / {:.3} ms",
+            "{class:9} {x:.1}/{x_line:.1} ({:+.2}%)  {util:.4}/{u_line:.4} ({:+.2}%)  {:.3}/{:.3} ms    {:.3}/{:.3} ms                   {:.3}/{:.3} ms",
             (x_line - x) / x * 100.0,
             (u_line - util) / util * 100.0,
-            r * 1e3,
-            (r_cpu + r_blocked) * 1e3
+            ms(&|c| c.wall),
+            (r_cpu + r_blocked) * 1e3,
+            ms(&|c| c.cpu + c.runnable),
+            r_cpu * 1e3,
+            ms(&|c| c.blocked()),
+            r_blocked * 1e3,
         );
         assert!(
             (x_line - x).abs() / x < 0.05,
@@ -427,6 +449,12 @@ fn services_match_the_jvm_and_line_solves_the_model() {
         assert!(
             (u_line - util).abs() / util < 0.05,
             "{class}: CPU utilisation {util} vs LINE {u_line}"
+        );
+        // The model keeps each class's measured mean blocked time per call.
+        let blocked = ms(&|c| c.blocked()) / 1e3;
+        assert!(
+            (r_blocked - blocked).abs() <= 0.02 * blocked,
+            "{class}: blocked {blocked} s vs LINE {r_blocked} s"
         );
     }
 }
