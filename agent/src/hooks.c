@@ -177,6 +177,11 @@ HOOK static inline void push(struct hook_slot *s, uint32_t head, uint32_t units,
  * form, `sonda_shm::records::func_short`), or two units for a higher address. Half the
  * memory traffic of the long form: at tens of millions of calls a second the ring's
  * cache lines, not the instructions, are most of the cost. */
+HOOK __attribute__((noinline, cold)) static void push_func_long(struct hook_slot *s,
+                                                               uint32_t kind, uint64_t addr) {
+    push(s, kind, 2, 0, addr);
+}
+
 HOOK static inline void push_func(uint32_t kind, void *fn) {
     struct hook_slot *s = current_slot();
     if (UNLIKELY(s == NULL))
@@ -185,7 +190,7 @@ HOOK static inline void push_func(uint32_t kind, void *fn) {
     if (LIKELY(addr >> 48 == 0))
         push(s, kind | (uint32_t)(addr >> 32) << 16, 1, (uint32_t)addr, 0);
     else
-        push(s, kind, 2, 0, addr);
+        push_func_long(s, kind, addr);
 }
 
 HOOK void sonda_cyg_enter(void *fn, void *site) {

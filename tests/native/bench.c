@@ -5,12 +5,17 @@
  * -finstrument-functions; the difference of the per-call medians is what recording
  * one call (entry + exit) costs.
  *
- * Usage: bench [calls per round] [rounds] [pause ms between rounds]
+ * Usage: bench [calls per round] [rounds] [pause ms between rounds] [sleep|spin]
  * The pause lets the collector drain the thread's ring between rounds, so that no
- * round runs into a full ring (which drops instead of recording).
+ * round runs into a full ring (which drops instead of recording). `sleep` (the
+ * default) sleeps through it: the collector drains while the loop does not run.
+ * `spin` keeps the thread busy instead, so that the collector drains on the other
+ * CPU while the next round runs: the cost then includes the cache traffic of a ring
+ * that another process reads while it is written.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +32,19 @@ QUIET static double cpu_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+QUIET static double mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* Busy for `ms` milliseconds (see the top of the file). */
+QUIET static void spin(int ms) {
+    double until = mono_ns() + ms * 1e6;
+    while (mono_ns() < until)
+        __asm__ volatile("pause");
+}
+
 QUIET static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -36,8 +54,9 @@ QUIET int main(int argc, char **argv) {
     long calls = argc > 1 ? atol(argv[1]) : 200000;
     int rounds = argc > 2 ? atoi(argv[2]) : 15;
     int pause_ms = argc > 3 ? atoi(argv[3]) : 300;
+    int spinning = argc > 4 && strcmp(argv[4], "spin") == 0;
     if (calls < 1 || rounds < 3 || rounds > 1000 || pause_ms < 0) {
-        fprintf(stderr, "usage: bench [calls >= 1] [rounds 3..1000] [pause ms]\n");
+        fprintf(stderr, "usage: bench [calls >= 1] [rounds 3..1000] [pause ms] [sleep|spin]\n");
         return 2;
     }
     double per_call[1000];
@@ -47,7 +66,10 @@ QUIET int main(int argc, char **argv) {
         for (long i = 0; i < calls; i++)
             acc = step(acc);
         per_call[r] = (cpu_ns() - t0) / calls;
-        usleep((useconds_t)pause_ms * 1000);
+        if (spinning)
+            spin(pause_ms);
+        else
+            usleep((useconds_t)pause_ms * 1000);
     }
     /* The first two rounds warm up (caches, the ring's pages). */
     int kept = rounds - 2;
