@@ -200,7 +200,7 @@ fn monitors(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn methods(s: &ReportSummary, out: &mut dyn Write, max: Option<usize>) -> io::Result<()> {
-    writeln!(out, "\nInstrumented methods")?;
+    writeln!(out, "\nInstrumented methods and native functions")?;
     if s.methods.is_empty() {
         return writeln!(out, "  no calls recorded");
     }
