@@ -92,6 +92,14 @@ fn write_thread(tid: u32, name: &str) {
     });
 }
 
+/// A recording started: the names given so far are written into it (regions keep
+/// their ids, so code that kept an id from an earlier recording is still named).
+pub fn recording_started() {
+    guard("sonda C API", (), || {
+        NAMES.lock().unwrap_or_else(|p| p.into_inner()).catch_up();
+    });
+}
+
 /// A C string as text; `None` for a null pointer.
 ///
 /// # Safety
@@ -218,4 +226,101 @@ pub unsafe extern "C" fn sonda_thread_name(name: *const c_char) {
 #[no_mangle]
 pub extern "C" fn sonda_recording() -> c_int {
     c_int::from(buffers::region().is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonda_shm::records::{decode, ENTER, LEAVE, USER};
+    use sonda_shm::{Clock, Geometry, Region};
+    use sonda_trace::codec::{Item, Items};
+
+    fn metas(region: &Region) -> Vec<Meta> {
+        let mut out = Vec::new();
+        let mut cursor = 0;
+        region.read_meta(&mut cursor, |bytes| {
+            for item in Items::new(bytes) {
+                if let Ok(Item::Meta(m)) = item {
+                    out.push(m);
+                }
+            }
+        });
+        out
+    }
+
+    /// Two recordings in this process, one after the other (as attach, stop, attach
+    /// again does in a JVM): names given in the first are in the second, with the same
+    /// region id, without any naming call; hot calls record into the current one.
+    #[test]
+    fn names_outlive_a_recording_and_hot_calls_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let geo = Geometry {
+            slots: 4,
+            ring_len: 4096,
+            meta_len: 1 << 16,
+        };
+        let paths = [dir.path().join("a.buf"), dir.path().join("b.buf")];
+        let files: Vec<Region> = paths
+            .iter()
+            .map(|p| Region::create(p, geo, Clock::Monotonic, "mode=attach\n").unwrap())
+            .collect();
+        assert_eq!(sonda_recording(), 0);
+        // SAFETY (all calls below): NUL-terminated literals.
+        assert_eq!(
+            unsafe { sonda_region(c"parse".as_ptr()) },
+            0,
+            "nothing records"
+        );
+
+        crate::clock::select(Clock::Monotonic);
+        buffers::start_recording(Region::open(&paths[0]).unwrap());
+        assert_eq!(sonda_recording(), 1);
+        let id = unsafe { sonda_region(c"parse".as_ptr()) };
+        assert!(id > 0);
+        assert_eq!(unsafe { sonda_region(c"parse".as_ptr()) }, id);
+        assert_eq!(unsafe { sonda_region(std::ptr::null()) }, 0);
+        unsafe { sonda_event_type_name(3, c"depth".as_ptr()) };
+        unsafe { sonda_event_value_name(3, 1, c"one".as_ptr()) };
+        unsafe { sonda_thread_name(c"parser".as_ptr()) };
+        sonda_region_enter(id);
+        sonda_event(3, 1);
+        sonda_region_exit(id);
+        buffers::end_recording();
+        sonda_region_enter(id); // between recordings: nowhere to go
+
+        buffers::start_recording(Region::open(&paths[1]).unwrap());
+        sonda_region_enter(id);
+        sonda_region_exit(id);
+        buffers::retire_current();
+        buffers::end_recording();
+
+        for (n, file) in files.iter().enumerate() {
+            let m = metas(file);
+            assert!(
+                m.iter().any(
+                    |m| matches!(m, Meta::Method { id: i, name, .. } if *i == id && name == "parse")
+                ),
+                "recording {n}: {m:?}"
+            );
+            assert!(m.contains(&Meta::UserType {
+                kind: 3,
+                value: Some(1),
+                name: "one".into()
+            }));
+            assert!(m.iter().any(
+                |m| matches!(m, Meta::JavaThread { name, daemon: false, .. } if name == "parser")
+            ));
+            let mut bytes = Vec::new();
+            for i in 0..file.slots() {
+                file.drain(i, &mut bytes);
+            }
+            let kinds: Vec<(u8, u32)> = decode(&bytes).map(|r| (r.kind, r.arg)).collect();
+            let expect = if n == 0 {
+                vec![(ENTER, id), (USER, 3), (LEAVE, id)]
+            } else {
+                vec![(ENTER, id), (LEAVE, id)]
+            };
+            assert_eq!(kinds, expect, "recording {n}");
+        }
+    }
 }

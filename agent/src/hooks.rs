@@ -52,7 +52,8 @@ extern "C" fn claim(out: *mut Claim) -> c_int {
 }
 
 /// A recording started or ended (`buffers::region()` says which): the C side drops
-/// every thread's cached slot and takes the clock the buffer asks for.
+/// every thread's cached slot and takes the clock the buffer asks for; a new recording
+/// gets the names given through the C API so far.
 pub fn recording_changed() {
     let active = buffers::region().is_some();
     // SAFETY: plain stores into the C side's globals; `claim` has the signature C expects.
@@ -63,6 +64,9 @@ pub fn recording_changed() {
             Some(claim),
         )
     };
+    if active {
+        crate::capi::recording_started();
+    }
 }
 
 /// The calling thread gave its slot back, or is a fork's child: C forgets its slot.

@@ -31,6 +31,18 @@ pub fn method_labels(meta: &TraceMeta) -> HashMap<u32, String> {
         .collect()
 }
 
+/// Gives every native function of `meta` (`Meta::NativeFunction`) its resolved name in
+/// `meta.methods` (class empty), as [`method_labels`] labels it: for code that matches
+/// method names, such as a `--methods` filter (`::c_inner`). Reads the mapped binaries.
+pub fn name_native_functions(meta: &mut TraceMeta) {
+    for (id, label) in sonda_symbols::native_function_labels(meta) {
+        if let Some(m) = meta.methods.get_mut(&id) {
+            m.class.clear();
+            m.name = label;
+        }
+    }
+}
+
 /// One method's label (see [`method_labels`]).
 pub fn method_label(m: &MethodInfo, with_descriptor: bool) -> String {
     let mut label = m.qualified();
@@ -85,6 +97,27 @@ mod tests {
         assert_eq!(labels[&2], "a.B::put(I)V");
         assert_eq!(labels[&3], "a.B::put(J)V");
         assert_eq!(labels[&4], "region");
+    }
+
+    #[test]
+    fn native_functions_without_a_mapping_keep_their_address() {
+        let mut meta = TraceMeta::default();
+        meta.add(Meta::NativeFunction {
+            id: 7,
+            pid: Pid(3),
+            addr: 0x1136,
+        });
+        meta.add(Meta::Mapping {
+            pid: Pid(3),
+            start: 0x1000,
+            end: 0x2000,
+            offset: 0x1000,
+            path: "/nonexistent/prog".into(),
+        });
+        assert_eq!(method_labels(&meta)[&7], "0x1136 (prog+0x1136)");
+        name_native_functions(&mut meta);
+        assert_eq!(meta.methods[&7].name, "0x1136 (prog+0x1136)");
+        assert_eq!(meta.methods[&7].qualified(), "0x1136 (prog+0x1136)");
     }
 
     #[test]
