@@ -1,5 +1,4 @@
-//! Recording a native process: a program linked with `-lsonda` (or started with it in
-//! `LD_PRELOAD`) that is not a JVM.
+//! Recording a native process: a program linked with `-lsonda` that is not a JVM.
 //!
 //! `sonda record` sets `SONDA_SHM=<buffer file>` for the command it starts, and children
 //! inherit it. When the library is loaded into a process that has it, a constructor

@@ -197,6 +197,15 @@ fn merged_meta(metas: &[TraceMeta], inputs: &[Input]) -> Vec<Meta> {
                 descriptor: m.descriptor.clone(),
             });
         }
+        let mut natives: Vec<_> = meta.native_functions.iter().collect();
+        natives.sort_by_key(|n| n.0);
+        for (&id, f) in natives {
+            out.push(Meta::NativeFunction {
+                id: id + input.method_shift,
+                pid: f.pid,
+                addr: f.addr,
+            });
+        }
         let mut classes: Vec<_> = meta.monitor_classes.iter().collect();
         classes.sort_by_key(|c| c.0);
         for (&id, name) in classes {
@@ -299,5 +308,57 @@ fn next(input: &mut Input, damage: &mut Option<(PathBuf, ReadError)>) -> Option<
             }
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonda_trace::{Pid, Source};
+
+    fn meta_with(id: u32, addr: u64) -> TraceMeta {
+        let mut m = TraceMeta::default();
+        m.add(Meta::TraceInfo {
+            source: Source::Tracepoints,
+            start: Time(1),
+            host: "h".into(),
+            cpus: 2,
+            command: vec!["prog".into()],
+            tool: "sonda".into(),
+        });
+        m.add(Meta::NativeFunction {
+            id,
+            pid: Pid(9),
+            addr,
+        });
+        m
+    }
+
+    /// An input over an empty trace file (its events are not read here).
+    fn input(dir: &Path, name: &str, method_shift: u32) -> Input {
+        let path = dir.join(name);
+        let w = TraceWriter::new(File::create(&path).unwrap()).unwrap();
+        w.finish(&[]).unwrap();
+        Input {
+            events: Events::open(&path).unwrap(),
+            path,
+            method_shift,
+            class_shift: 0,
+        }
+    }
+
+    #[test]
+    fn native_function_ids_move_with_the_method_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let metas = [meta_with(1, 0x10), meta_with(1, 0x20)];
+        let inputs = [input(dir.path(), "a", 0), input(dir.path(), "b", 1)];
+        let mut merged = TraceMeta::default();
+        for m in merged_meta(&metas, &inputs) {
+            merged.add(m);
+        }
+        assert_eq!(merged.native_functions.len(), 2);
+        assert_eq!(merged.native_functions[&1].addr, 0x10);
+        assert_eq!(merged.native_functions[&2].addr, 0x20);
+        assert_eq!(merged.methods.len(), 2);
     }
 }
