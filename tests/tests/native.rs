@@ -200,10 +200,17 @@ fn cpp_functions_get_demangled_names() {
     let (stdout, _) = record(&trace, &[], &[&exe]);
     let truth = counted(&stdout);
     let recorded = calls_per_label(&trace);
-    assert!(!truth.is_empty());
+    assert_eq!(truth.len(), 6);
     for (name, n) in &truth {
         assert_eq!(recorded.get(name), Some(n), "calls of {name}: {recorded:?}");
     }
+    // The C API from C++.
+    assert_eq!(recorded.get("all rounds"), Some(&1));
+    let meta = TraceMeta::scan(&trace).unwrap();
+    assert!(meta
+        .threads
+        .values()
+        .any(|t| t.java_name.as_deref() == Some("shapes-main")));
 }
 
 /// Keeps, for every call of a native function, the labels of the calls open below it on
