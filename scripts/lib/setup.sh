@@ -23,6 +23,7 @@ apt_need() {
 setup_base() {
     apt_need javac openjdk-17-jdk-headless
     apt_need gcc gcc libc6-dev
+    apt_need g++ g++
     apt_need python3 python3
     apt_need mount mount
     if ! command -v cargo >/dev/null 2>&1; then

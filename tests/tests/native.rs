@@ -188,6 +188,10 @@ fn c_program_calls_regions_and_events_are_recorded_by_name() {
 
 #[test]
 fn cpp_functions_get_demangled_names() {
+    let gxx = Command::new("g++").arg("--version").output().is_ok();
+    if !require("g++", gxx) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let exe = gcc(
         dir.path(),
