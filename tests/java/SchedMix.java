@@ -86,8 +86,8 @@ public class SchedMix {
             threads.add(new Thread(() -> {
                 try {
                     while (System.nanoTime() < deadline) {
-                        Thread.sleep(20);
-                        burn(3_000_000);
+                        Thread.sleep(10);
+                        burn(1_000_000);
                     }
                 } catch (InterruptedException e) {
                     return;
