@@ -147,7 +147,10 @@ fn c_functions_of_a_fixed_address_executable() {
 fn cpp_functions_are_demangled() {
     if Command::new("g++").arg("--version").output().is_err() {
         // scripts/test.sh installs it; fail where a missing tool must not pass silently.
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "g++ missing in CI");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "g++ missing in CI"
+        );
         eprintln!("SKIPPED: g++ is not installed");
         return;
     }
