@@ -15,7 +15,9 @@
 //!
 //! Around it: [`Feed`] streams a trace file's records with the rules about where a
 //! trace begins and ends (and where a damaged one stops); [`names`] holds the one rule
-//! for naming methods and threads; [`synthetic`] writes traces for tests and
+//! for naming methods, native functions (from the symbols of the binaries their
+//! processes mapped, through `sonda-symbols`: the one place this crate reads files
+//! other than the trace) and threads; [`synthetic`] writes traces for tests and
 //! benchmarks.
 //!
 //! Stable entry points for the `sonda` command: [`report::render`] (`sonda report`)
