@@ -161,6 +161,9 @@ pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
         return Err(ServicesError::AnnotationFilter(p));
     }
     let mut meta = TraceMeta::scan(path).map_err(read_error)?;
+    // Native functions are stored by address: give them their symbol names, so that a
+    // filter such as `::c_inner` selects them like Java methods.
+    sonda_timeline::names::name_native_functions(&mut meta);
     let labels = method_labels(&meta);
     let source = meta.info.as_ref().map_or(Source::Tracepoints, |i| i.source);
     let cpus = meta.info.as_ref().map_or(1, |i| i.cpus.max(1));
