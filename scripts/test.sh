@@ -32,7 +32,7 @@ line_venv() {
 start=$(date +%s)
 build_release
 line_venv
-cargo test --release --workspace
+cargo test --release --workspace --no-fail-fast
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 echo "test.sh: all tests passed in $(( $(date +%s) - start )) s"
