@@ -41,7 +41,7 @@ mod timeline;
 pub use feed::{origin, Feed};
 pub use output::{
     At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, Migration, MonitorWait,
-    OnCpu, Sink, ThreadIx, UserValue, WakeEdge,
+    OnCpu, QueuedAsleep, Sink, ThreadIx, UserValue, WakeEdge,
 };
 pub use sched::ThreadStats;
 pub use state::{StateTotals, ThreadState};

@@ -179,6 +179,20 @@ pub struct Migration {
     pub from: Cpu,
 }
 
+/// A thread slept on a run queue: the kernel moved it to another CPU at `begin` while
+/// it was asleep with no wakeup under way (EEVDF's delayed dequeue keeps a thread that
+/// blocks with negative lag queued), and it was woken at `at.time` (or switched in
+/// there, when its wakeup was not reported). Its state in that span is asleep, as the
+/// trace shows; the kernel's `schedstat` counts the span as waiting for a CPU.
+/// Delivered at its end. See `crate::sched`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct QueuedAsleep {
+    /// The thread, the end of the span and the CPU it is queued on from then.
+    pub at: At,
+    /// When the kernel moved it.
+    pub begin: Time,
+}
+
 /// A thread starts or stops running on a CPU (a context switch), delivered at its own
 /// time. For views that follow CPUs rather than threads.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -222,6 +236,8 @@ pub trait Sink {
     fn wake(&mut self, _edge: &WakeEdge) {}
     /// A thread changed CPU.
     fn migration(&mut self, _m: &Migration) {}
+    /// A thread's sleep on a run queue ended.
+    fn queued_asleep(&mut self, _q: &QueuedAsleep) {}
     /// A thread started or stopped running on a CPU.
     fn on_cpu(&mut self, _r: &OnCpu) {}
     /// A C API value.

@@ -14,6 +14,15 @@
 //! ```
 //!
 //! - A wakeup of a thread that is running or already runnable changes nothing.
+//! - A migration (`sched_migrate_task`) never changes a thread's state: a runnable
+//!   thread now waits on the new CPU (the interval splits there); a thread asleep stays
+//!   asleep. A thread asleep that the kernel moves with no `sched_waking` for it pending
+//!   was still on its run queue (EEVDF's delayed dequeue: a thread that blocks with
+//!   negative lag stays queued until it is picked or woken), and the kernel's own
+//!   accounting (`schedstat`) counts it as waiting for a CPU from that move until it
+//!   runs. The trace keeps it asleep until its wakeup, and counts that span apart
+//!   ([`ThreadStats::queued_asleep_ns`]), so that a reader can compare with the kernel.
+//!   (A migration right after `sched_waking` is the wakeup choosing a CPU.)
 //! - Every interval carries a CPU: the one the thread runs on (Running), waits on
 //!   (Runnable: the CPU it was preempted on, or the wakeup's target), or last ran on
 //!   (asleep). An interval opened without one (a newborn thread before its first
@@ -38,7 +47,7 @@
 
 use sonda_trace::{Cpu, Event, Source, SwitchOut, Tid, Time};
 
-use crate::output::{Interval, Sink, ThreadIx};
+use crate::output::{At, Interval, QueuedAsleep, Sink, ThreadIx};
 use crate::procfs::{split, Sample};
 use crate::state::{StateTotals, ThreadState};
 
@@ -51,10 +60,25 @@ pub struct ThreadStats {
     pub switches: u64,
     /// Times it was switched out while still runnable (preempted or yielded).
     pub preemptions: u64,
-    /// Times it was switched in on a CPU other than the one it last ran on.
+    /// Times the kernel moved it to another CPU (`Event::Migrate`: every move, also
+    /// while it waited for a CPU or slept, as `se.nr_migrations` in
+    /// `/proc/<pid>/task/<tid>/sched` counts them). In a trace without migration
+    /// records (format minor below 2, or `/proc` samples) the timeline sets it to
+    /// [`ThreadStats::cpu_changes`] when it finishes.
     pub migrations: u64,
+    /// Times it was switched in on a CPU other than the one it last ran on (what
+    /// migrations look like to a view of switches only; fewer than `migrations`: a
+    /// thread moved and moved back before it ran counts 0 here).
+    pub cpu_changes: u64,
     /// Times it was woken from a sleep.
     pub wakeups: u64,
+    /// Sleeps during which the kernel moved it to another CPU with no wakeup under way:
+    /// it was asleep on a run queue (EEVDF's delayed dequeue, see the module doc).
+    pub queued_asleep: u64,
+    /// Time from such a move to the wakeup that ended the sleep (or to its switch-in
+    /// if that wakeup was not reported), ns. The thread was asleep (its state says so);
+    /// the kernel's `schedstat` counts this time as waiting for a CPU.
+    pub queued_asleep_ns: u64,
     /// When it was created, if that happened during the trace.
     pub born: Option<Time>,
     /// When it ended, if that happened during the trace.
@@ -140,6 +164,13 @@ pub(crate) struct Sched {
     cpu: Option<Cpu>,
     last_ran: Option<Cpu>,
     sample: Option<Sample>,
+    /// A `sched_waking` for it came and its `sched_wakeup` did not yet: a wakeup is
+    /// under way. Kept across a switch-out: a thread can be woken while it is still
+    /// on its CPU about to block, and its wakeup then waits for it to leave.
+    waking: bool,
+    /// Asleep, and moved since this time with no wakeup under way: still on a run
+    /// queue as far as the kernel's accounting goes.
+    queued_since: Option<Time>,
     pub stats: ThreadStats,
 }
 
@@ -155,6 +186,8 @@ impl Sched {
             cpu: None,
             last_ran: None,
             sample: None,
+            waking: false,
+            queued_since: None,
             stats: ThreadStats::default(),
         }
     }
@@ -250,6 +283,7 @@ impl Sched {
             self.cpu = Some(cpu);
         }
         self.last_ran = Some(cpu);
+        self.queued_since = None;
         match ThreadState::after_switch_out(SwitchOut::from_prev_state(prev_state)) {
             _ if self.life == Life::Exiting => self.end(at, out),
             None => self.end(at, out),
@@ -274,9 +308,12 @@ impl Sched {
         self.last_ran = Some(cpu);
         self.stats.switches += 1;
         if from.is_some() {
-            self.stats.migrations += 1;
+            self.stats.cpu_changes += 1;
         }
+        self.waking = false;
         self.become_(at, ThreadState::Running, Some(cpu), out);
+        // A wakeup the kernel did not report: the kernel counted it waiting up to now.
+        self.end_queued_asleep(at, out);
         from
     }
 
@@ -285,6 +322,7 @@ impl Sched {
         if self.life == Life::Ended {
             return;
         }
+        self.waking = false;
         match self.state {
             ThreadState::NotCreated => {
                 self.stats.born = Some(at);
@@ -293,9 +331,54 @@ impl Sched {
             s if s.is_asleep() => {
                 self.stats.wakeups += 1;
                 self.become_(at, ThreadState::Runnable, Some(target), out);
+                self.end_queued_asleep(at, out);
             }
             ThreadState::Runnable if self.cpu.is_none() => self.cpu = Some(target),
             _ => {}
+        }
+    }
+
+    /// A `sched_waking` for the thread: its wakeup is under way (a migration from now
+    /// to the wakeup is the wakeup choosing a CPU).
+    pub fn waking(&mut self) {
+        if self.life != Life::Ended {
+            self.waking = true;
+        }
+    }
+
+    /// The kernel moved the thread to CPU `to` at `at`. Its state does not change; see
+    /// the module doc.
+    pub fn migrate(&mut self, at: Time, to: Cpu, out: &mut impl Sink) {
+        if self.life == Life::Ended {
+            return;
+        }
+        self.stats.migrations += 1;
+        match self.state {
+            ThreadState::Runnable => self.become_(at, ThreadState::Runnable, Some(to), out),
+            // Only a thread that is not running can be moved: a record was lost.
+            ThreadState::Running => self.stats.conflicts += 1,
+            // Still on its run queue: from here the kernel counts it as waiting.
+            s if s.is_asleep() && !self.waking && self.queued_since.is_none() => {
+                self.queued_since = Some(at);
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends a span asleep on a run queue, if one is open, at `at`.
+    fn end_queued_asleep(&mut self, at: Time, out: &mut impl Sink) {
+        if let Some(begin) = self.queued_since.take() {
+            self.stats.queued_asleep += 1;
+            self.stats.queued_asleep_ns += at.since(begin);
+            out.queued_asleep(&QueuedAsleep {
+                at: At {
+                    thread: self.ix,
+                    tid: self.tid,
+                    time: at,
+                    cpu: self.cpu,
+                },
+                begin,
+            });
         }
     }
 
@@ -358,6 +441,8 @@ impl Sched {
 
     /// The thread ended at `at`: it does not exist from then on.
     pub fn end(&mut self, at: Time, out: &mut impl Sink) {
+        self.queued_since = None;
+        self.waking = false;
         self.become_(at, ThreadState::NotCreated, None, out);
         self.life = Life::Ended;
         self.stats.ended = Some(at);
@@ -377,12 +462,19 @@ mod tests {
     use super::*;
     use ThreadState::*;
 
+    /// Intervals, and spans asleep on a run queue (begin, end, CPU).
     #[derive(Default)]
-    struct Intervals(Vec<(u64, u64, ThreadState, Option<u16>)>);
+    struct Intervals(
+        Vec<(u64, u64, ThreadState, Option<u16>)>,
+        Vec<(u64, u64, Option<u16>)>,
+    );
     impl Sink for Intervals {
         fn interval(&mut self, iv: &Interval) {
             self.0
                 .push((iv.begin.0, iv.end.0, iv.state, iv.cpu.map(|c| c.0)));
+        }
+        fn queued_asleep(&mut self, q: &QueuedAsleep) {
+            self.1.push((q.begin.0, q.at.time.0, q.at.cpu.map(|c| c.0)));
         }
     }
 
@@ -416,11 +508,74 @@ mod tests {
         );
         let st = &s.stats;
         assert_eq!(
-            (st.switches, st.preemptions, st.migrations, st.wakeups),
+            (st.switches, st.preemptions, st.cpu_changes, st.wakeups),
             (2, 1, 1, 1)
         );
+        // No migration record: the timeline fills `migrations` in when it finishes.
+        assert_eq!(st.migrations, 0);
         assert_eq!(st.states.get(Running), 230);
         assert_eq!(s.running_ns(Time(500)), 230);
+    }
+
+    #[test]
+    fn a_migration_moves_a_runnable_thread_and_leaves_a_sleeper_asleep() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Running, Some(Cpu(0)));
+        s.switch_out(Time(10), Cpu(0), 0x100, &mut out); // preempted
+        s.migrate(Time(20), Cpu(1), &mut out); // the load balancer pulls it
+        s.switch_in(Time(30), Cpu(1), &mut out);
+        s.switch_out(Time(40), Cpu(1), 0x1, &mut out); // blocks, stays queued
+        s.migrate(Time(50), Cpu(0), &mut out); // moved asleep, no wakeup under way
+        s.migrate(Time(55), Cpu(1), &mut out); // and back: the span began at 50
+        s.wakeup(Time(70), Cpu(1), &mut out); // its timer
+        s.switch_in(Time(75), Cpu(1), &mut out);
+        s.switch_out(Time(80), Cpu(1), 0x1, &mut out);
+        s.waking();
+        s.migrate(Time(90), Cpu(0), &mut out); // the wakeup choosing a CPU
+        s.wakeup(Time(91), Cpu(0), &mut out);
+        s.finish(Time(100), &mut out);
+        assert_eq!(
+            out.0,
+            vec![
+                (0, 10, Running, Some(0)),
+                (10, 20, Runnable, Some(0)),
+                (20, 30, Runnable, Some(1)),
+                (30, 40, Running, Some(1)),
+                (40, 70, Sleeping, Some(1)),
+                (70, 75, Runnable, Some(1)),
+                (75, 80, Running, Some(1)),
+                (80, 91, Sleeping, Some(1)),
+                (91, 100, Runnable, Some(0)),
+            ]
+        );
+        let st = &s.stats;
+        assert_eq!((st.migrations, st.cpu_changes), (4, 1));
+        assert_eq!((st.queued_asleep, st.queued_asleep_ns), (1, 20));
+        assert_eq!(out.1, vec![(50, 70, Some(1))]);
+        assert_eq!(st.states.get(Sleeping), 41);
+        assert_eq!(st.conflicts, 0);
+    }
+
+    #[test]
+    fn a_wakeup_under_way_when_the_thread_blocks_is_no_queued_sleep() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Running, Some(Cpu(0)));
+        s.waking(); // woken while still on its CPU, about to block
+        s.switch_out(Time(10), Cpu(0), 0x1, &mut out);
+        s.migrate(Time(12), Cpu(1), &mut out);
+        s.wakeup(Time(13), Cpu(1), &mut out);
+        // A move while asleep whose wakeup was not reported ends at the switch-in.
+        s.switch_in(Time(20), Cpu(1), &mut out);
+        s.switch_out(Time(30), Cpu(1), 0x2, &mut out);
+        s.migrate(Time(40), Cpu(0), &mut out);
+        s.switch_in(Time(60), Cpu(0), &mut out);
+        s.finish(Time(70), &mut out);
+        let st = &s.stats;
+        assert_eq!((st.queued_asleep, st.queued_asleep_ns), (1, 20));
+        assert_eq!(out.1, vec![(40, 60, Some(0))]);
+        assert_eq!(st.conflicts, 0);
     }
 
     #[test]

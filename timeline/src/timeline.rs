@@ -84,6 +84,8 @@ pub struct Timeline {
     unpresumed: usize,
     /// The latest `/proc` sampling round (the time of its samples), and the one before.
     rounds: (Option<Time>, Option<Time>),
+    /// Whether an `Event::Migrate` came: the trace counts migrations itself.
+    saw_migrate: bool,
 }
 
 /// The threads a record names: up to two.
@@ -128,6 +130,7 @@ impl Timeline {
             repairs: Repairs::default(),
             unpresumed,
             rounds: (None, None),
+            saw_migrate: false,
         }
     }
 
@@ -348,6 +351,7 @@ impl Timeline {
             Event::Waking { cpu, waker, wakee } => {
                 let waker_thread = self.seen(waker, event).map(|i| ThreadIx(i as u32));
                 if let Some(i) = self.seen(wakee, event) {
+                    self.tracks[i].sched.waking();
                     if !self.tracks[i].sched.is_ended() {
                         self.tracks[i].wake = Some(PendingWake {
                             waker,
@@ -361,6 +365,12 @@ impl Timeline {
             Event::Wakeup { target, wakee, .. } => {
                 if let Some(i) = self.seen(wakee, event) {
                     self.tracks[i].sched.wakeup(time, target, out);
+                }
+            }
+            Event::Migrate { tid, to, .. } => {
+                self.saw_migrate = true;
+                if let Some(i) = self.seen(tid, event) {
+                    self.tracks[i].sched.migrate(time, to, out);
                 }
             }
             Event::NewTask { parent, child, .. } => {
@@ -614,6 +624,11 @@ impl Timeline {
     /// span and interval there. Call it once, after the last [`Timeline::push`].
     pub fn finish(&mut self, end: Time, out: &mut impl Sink) {
         for i in 0..self.tracks.len() {
+            let stats = &mut self.tracks[i].sched.stats;
+            if !self.saw_migrate {
+                // No migration records: switch-ins on another CPU are all there is.
+                stats.migrations = stats.cpu_changes;
+            }
             if !self.tracks[i].sched.is_ended() {
                 let at = self.at_index(i, end);
                 self.close_agent_spans(i, at, out);

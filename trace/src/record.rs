@@ -34,6 +34,12 @@ pub enum Event {
         wakee: Tid,
         new_task: bool,
     },
+    /// `sched_migrate_task`: the kernel moved `tid` from `from`'s run queue to `to`'s
+    /// (`set_task_cpu`). It comes between `Waking` and `Wakeup` when a wakeup picks
+    /// another CPU; from the load balancer otherwise, also for a task that blocked but
+    /// is still on its run queue (EEVDF's delayed dequeue), which stays asleep: a
+    /// migration never changes a thread's state. Since format minor 2.
+    Migrate { tid: Tid, from: Cpu, to: Cpu },
     /// `task_newtask`: `parent` created `child`, which belongs to process `pid` (the
     /// parent's own process for a thread, `child` itself for a new process).
     NewTask {
@@ -198,6 +204,7 @@ impl Event {
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => Some(wakee),
             Event::NewTask { child, .. } => Some(child),
             Event::TaskExit { tid }
+            | Event::Migrate { tid, .. }
             | Event::Exec { tid, .. }
             | Event::Rename { tid, .. }
             | Event::ProcSample { tid, .. }

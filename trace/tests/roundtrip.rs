@@ -24,6 +24,11 @@ fn sample_records() -> Vec<Record> {
             wakee: Tid(12),
             new_task: true,
         },
+        Event::Migrate {
+            tid: Tid(12),
+            from: Cpu(0),
+            to: Cpu(1),
+        },
         Event::NewTask {
             parent: Tid(10),
             child: Tid(13),

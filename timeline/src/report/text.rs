@@ -146,7 +146,30 @@ fn process(s: &ReportSummary, p: &ProcessSummary, out: &mut dyn Write) -> io::Re
             count(th.stats.wakeups),
         ]);
     }
-    t.write(out, 2)
+    t.write(out, 2)?;
+    queued_asleep(p, out)
+}
+
+/// The threads the kernel moved while they slept on a run queue (EEVDF's delayed
+/// dequeue): time the report shows as sleeping and the kernel's schedstat as waiting.
+fn queued_asleep(p: &ProcessSummary, out: &mut dyn Write) -> io::Result<()> {
+    let mut t = Table::headless(&[Align::Left, Align::Right, Align::Left]);
+    for th in p.threads.iter().filter(|th| th.stats.queued_asleep > 0) {
+        let n = th.stats.queued_asleep;
+        t.row(vec![
+            th.name.clone(),
+            duration(th.stats.queued_asleep_ns),
+            format!("in {n} sleep{}", if n == 1 { "" } else { "s" }),
+        ]);
+    }
+    if t.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  asleep on a run queue (moved by the kernel while asleep; sleeping here, waiting for a CPU in the kernel's schedstat):"
+    )?;
+    t.write(out, 4)
 }
 
 fn gc(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
