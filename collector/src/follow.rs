@@ -4,8 +4,8 @@
 //! (`task_newtask`: a thread or a child process) is followed from then on, so threads,
 //! children and grandchildren (a JVM started by `catalina.sh`) are all in the trace.
 //! Kernel events are kept when they concern a followed thread: a switch where `prev` or
-//! `next` is followed, a wakeup of a followed thread (the waker may be anyone), the
-//! creation, exec, rename and exit of a followed thread.
+//! `next` is followed, a wakeup or a migration of a followed thread (the waker may be
+//! anyone), the creation, exec, rename and exit of a followed thread.
 //!
 //! Per-CPU rings are read out of order, so this runs on the merged, time-ordered stream:
 //! a thread's creation is always seen before its first switch.
@@ -197,6 +197,7 @@ impl<L: TaskLookup> Follow<L> {
                 keep_prev || keep_next
             }
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => self.touch(*wakee, metas),
+            Event::Migrate { tid, .. } => self.touch(*tid, metas),
             Event::TaskExit { tid } => {
                 let keep = self.touch(*tid, metas);
                 if let Some(t) = self.threads.get_mut(tid) {
@@ -519,6 +520,16 @@ mod tests {
             }),
             &mut metas
         ));
+        // Migrations of followed threads only.
+        let migrate = |tid| {
+            r(Event::Migrate {
+                tid: Tid(tid),
+                from: Cpu(0),
+                to: Cpu(1),
+            })
+        };
+        assert!(f.process(&migrate(102), &mut metas));
+        assert!(!f.process(&migrate(8), &mut metas));
         assert!(metas.is_empty());
     }
 

@@ -148,6 +148,7 @@ impl Tally {
             | Event::Switch { .. }
             | Event::Waking { .. }
             | Event::Wakeup { .. }
+            | Event::Migrate { .. }
             | Event::NewTask { .. }
             | Event::TaskExit { .. }
             | Event::Exec { .. }

@@ -248,6 +248,7 @@ fn is_kernel(e: &Event) -> bool {
         Event::Switch { .. }
             | Event::Waking { .. }
             | Event::Wakeup { .. }
+            | Event::Migrate { .. }
             | Event::NewTask { .. }
             | Event::TaskExit { .. }
             | Event::Exec { .. }

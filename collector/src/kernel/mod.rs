@@ -45,7 +45,7 @@ use ftrace_page::PageLayout;
 use ftrace_source::FtraceSource;
 use perf_ring::KernelRings;
 use perf_source::PerfSource;
-use sched_events::{SchedDecoder, TRACEPOINTS};
+use sched_events::{SchedDecoder, TRACEPOINTS, TRACEPOINT_COUNT};
 use tp_format::Format;
 use tracefs::{Tracefs, TracefsError};
 
@@ -105,7 +105,8 @@ impl KernelSource {
         for (sys, name) in TRACEPOINTS {
             formats.push(tracefs.format(sys, name).map_err(tracefs_error)?);
         }
-        let formats: [Format; 8] = formats.try_into().expect("one format per tracepoint");
+        let formats: [Format; TRACEPOINT_COUNT] =
+            formats.try_into().expect("one format per tracepoint");
         let decoder = || SchedDecoder::new(&formats).map_err(|e| KernelError::Other(e.to_string()));
         let why_not_ftrace = match open_ftrace(&tracefs, decoder()?, cpus, ring_bytes) {
             Ok(source) => return Ok(source),

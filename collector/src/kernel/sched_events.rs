@@ -11,8 +11,14 @@ use super::tp_format::{Field, Format};
 /// `clone_flags` bit: the new task is a thread of its parent's process.
 const CLONE_THREAD: u64 = 0x0001_0000;
 
-/// The tracepoints sonda records, as `(subsystem, name)`.
-pub const TRACEPOINTS: [(&str, &str); 8] = [
+/// How many tracepoints sonda records.
+pub const TRACEPOINT_COUNT: usize = 9;
+
+/// The tracepoints sonda records, as `(subsystem, name)`. `sched_migrate_task` says when
+/// the kernel moves a thread to another CPU's run queue: the CPU a runnable thread waits
+/// on, and the moves of blocked threads that the kernel's run-queue accounting counts as
+/// waiting (docs/trace-format.md, "Thread states and the kernel's own accounting").
+pub const TRACEPOINTS: [(&str, &str); TRACEPOINT_COUNT] = [
     ("sched", "sched_switch"),
     ("sched", "sched_waking"),
     ("sched", "sched_wakeup"),
@@ -21,6 +27,7 @@ pub const TRACEPOINTS: [(&str, &str); 8] = [
     ("sched", "sched_process_exit"),
     ("sched", "sched_process_exec"),
     ("task", "task_rename"),
+    ("sched", "sched_migrate_task"),
 ];
 
 /// A tracepoint whose format lacks a field sonda needs.
@@ -71,6 +78,12 @@ struct ExecLayout {
     pid: Field,
 }
 
+struct MigrateLayout {
+    pid: Field,
+    orig_cpu: Field,
+    dest_cpu: Field,
+}
+
 struct RenameLayout {
     /// Absent on kernels that dropped it: the renamed task is then the sample's own.
     pid: Option<Field>,
@@ -97,6 +110,7 @@ enum Kind {
     Exit,
     Exec,
     Rename,
+    Migrate,
 }
 
 /// Decodes the payloads of the tracepoints in [`TRACEPOINTS`].
@@ -111,12 +125,13 @@ pub struct SchedDecoder {
     exit_pid: Field,
     exec: ExecLayout,
     rename: RenameLayout,
+    migrate: MigrateLayout,
 }
 
 impl SchedDecoder {
     /// Builds the decoder from the formats of [`TRACEPOINTS`], in that order.
-    pub fn new(formats: &[Format; 8]) -> Result<SchedDecoder, MissingField> {
-        let [switch, waking, wakeup, wakeup_new, newtask, exit, exec, rename] = formats;
+    pub fn new(formats: &[Format; TRACEPOINT_COUNT]) -> Result<SchedDecoder, MissingField> {
+        let [switch, waking, wakeup, wakeup_new, newtask, exit, exec, rename, migrate] = formats;
         let wake = |f: &Format| -> Result<WakeLayout, MissingField> {
             Ok(WakeLayout {
                 pid: field(f, "pid")?,
@@ -135,6 +150,7 @@ impl SchedDecoder {
                 (id(exit), Kind::Exit),
                 (id(exec), Kind::Exec),
                 (id(rename), Kind::Rename),
+                (id(migrate), Kind::Migrate),
             ],
             switch: SwitchLayout {
                 prev_pid: field(switch, "prev_pid")?,
@@ -157,6 +173,11 @@ impl SchedDecoder {
             rename: RenameLayout {
                 pid: rename.field("pid").cloned(),
                 newcomm: field(rename, "newcomm")?,
+            },
+            migrate: MigrateLayout {
+                pid: field(migrate, "pid")?,
+                orig_cpu: field(migrate, "orig_cpu")?,
+                dest_cpu: field(migrate, "dest_cpu")?,
             },
         })
     }
@@ -233,6 +254,11 @@ impl SchedDecoder {
                 }),
                 comm: self.rename.newcomm.read_str(raw)?,
             },
+            Kind::Migrate => Event::Migrate {
+                tid: Tid(self.migrate.pid.read_u32(raw)?),
+                from: Cpu(self.migrate.orig_cpu.read_u32(raw)? as u16),
+                to: Cpu(self.migrate.dest_cpu.read_u32(raw)? as u16),
+            },
         })
     }
 }
@@ -241,7 +267,7 @@ impl SchedDecoder {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn real_formats() -> [Format; 8] {
+    pub(crate) fn real_formats() -> [Format; TRACEPOINT_COUNT] {
         let texts = [
             include_str!("../../testdata/sched_switch.format"),
             include_str!("../../testdata/sched_waking.format"),
@@ -251,6 +277,7 @@ pub(crate) mod tests {
             include_str!("../../testdata/sched_process_exit.format"),
             include_str!("../../testdata/sched_process_exec.format"),
             include_str!("../../testdata/task_rename.format"),
+            include_str!("../../testdata/sched_migrate_task.format"),
         ];
         texts.map(|t| Format::parse(t).unwrap())
     }
@@ -408,6 +435,25 @@ pub(crate) mod tests {
             Some(Event::Rename {
                 tid: Tid(201),
                 comm: "C2 Compiler".into()
+            })
+        );
+        let migrate = payload(
+            &f[8],
+            &[
+                ("comm", Str("sleeper-1")),
+                ("pid", Int(205)),
+                ("prio", Int(120)),
+                ("orig_cpu", Int(1)),
+                ("dest_cpu", Int(0)),
+            ],
+        );
+        // The load balancer runs on the CPU that pulls; the task is another.
+        assert_eq!(
+            d.decode(sample(200, 17, 0, &migrate)),
+            Some(Event::Migrate {
+                tid: Tid(205),
+                from: Cpu(1),
+                to: Cpu(0)
             })
         );
         let exit = payload(&f[5], &[("pid", Int(201))]);
