@@ -12,8 +12,10 @@ import java.util.List;
  * More runnable threads than CPUs (CPU burners), sleepers, threads doing synchronous file
  * I/O (D state), contention on one monitor, and explicit GCs. Every thread, as the last
  * thing it does, reads its own /proc/thread-self/schedstat and prints
- * "SCHEDSTAT <name> <tid> <run_ns> <wait_ns> <nanoTime of the read>" so a test can compare
- * with the trace up to that instant.
+ * "SCHEDSTAT <name> <tid> <run_ns> <wait_ns> <nanoTime of the read> <nr_migrations>
+ * <nanoTime before that read> <nanoTime after it>" so a test can compare with the trace up
+ * to those instants (nr_migrations: se.nr_migrations of /proc/thread-self/sched, read right
+ * after schedstat, -1 where the kernel has no such file).
  *
  * usage: SchedMix DIR [SECONDS]
  */
@@ -35,11 +37,14 @@ public class SchedMix {
         sink += x;
     }
 
-    /** "tid run_ns wait_ns when_ns": when_ns is System.nanoTime() (CLOCK_MONOTONIC, the
-     * trace's clock) halfway through the read, so a test can cut the trace there. */
+    /** "tid run_ns wait_ns when_ns nr_migrations nr_from_ns nr_to_ns": the times are
+     * System.nanoTime() (CLOCK_MONOTONIC, the trace's clock): halfway through the schedstat
+     * read, and around the read of the migration count, so a test can cut the trace there. */
     static String schedstat() throws IOException {
         String stat = Files.readString(Path.of("/proc/thread-self/stat"), StandardCharsets.US_ASCII);
         String tid = stat.substring(0, stat.indexOf(' '));
+        // Once before, so that the classes the read below uses are loaded and it is quick.
+        migrations();
         // A running thread's CPU time in schedstat is only brought up to date at the
         // scheduler's next accounting point (a tick, up to 4 ms away): sleeping first
         // makes the kernel account it, so the read is exact up to the last wakeup.
@@ -51,8 +56,26 @@ public class SchedMix {
         long before = System.nanoTime();
         String s = Files.readString(Path.of("/proc/thread-self/schedstat"), StandardCharsets.US_ASCII).trim();
         long after = System.nanoTime();
+        long beforeNr = System.nanoTime();
+        long nr = migrations();
+        long afterNr = System.nanoTime();
         String[] f = s.split(" ");
-        return tid + " " + f[0] + " " + f[1] + " " + (before + (after - before) / 2);
+        return tid + " " + f[0] + " " + f[1] + " " + (before + (after - before) / 2) + " " + nr
+                + " " + beforeNr + " " + afterNr;
+    }
+
+    /** The kernel's count of moves of this thread to another CPU, -1 if unknown. */
+    static long migrations() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/thread-self/sched"), StandardCharsets.US_ASCII)) {
+                if (line.startsWith("se.nr_migrations")) {
+                    return Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
+                }
+            }
+        } catch (IOException | NumberFormatException e) {
+            // No scheduler debug file on this kernel.
+        }
+        return -1;
     }
 
     static void report() {
