@@ -273,7 +273,7 @@ fn showcase_exports_exactly() {
         .lines
         .iter()
         .filter(|l| l.starts_with("1:"))
-        .all(|l| l.starts_with("1:0:") == !l.ends_with(":1")));
+        .all(|l| l.starts_with("1:0:") != l.ends_with(":1")));
     for line in [
         "2:1:1:1:1:150:49000003:1",
         "2:0:1:1:2:270:49000003:0",
