@@ -7,18 +7,19 @@ setup_base
 setup_tracefs
 cd "$SONDA_ROOT"
 
-# The Python environment of tests/tests/services.rs (LINE and jsonschema, pinned in
+# The tests' Python environment (LINE, jsonschema and pertalde, pinned in
 # tests/python-requirements.txt), made once under the target directory and reused by
-# every later run; made afresh when the requirements change. The test makes it too
-# when run alone; here the minute pip takes is spent once, before the tests.
-line_venv() {
-    local venv="${CARGO_TARGET_DIR:-$SONDA_ROOT/target}/release/line-venv"
+# every later run; made afresh when the requirements change. The tests make it too
+# when run alone (sonda_tests::python_env); here the minute pip takes is spent once,
+# before the tests.
+python_venv() {
+    local venv="${CARGO_TARGET_DIR:-$SONDA_ROOT/target}/release/python-venv"
     local req="$SONDA_ROOT/tests/python-requirements.txt"
-    if cmp -s "$req" "$venv/requirements.installed" && [ -x "$venv/bin/line" ]; then
+    if cmp -s "$req" "$venv/requirements.installed" && [ -x "$venv/bin/line" ] && [ -x "$venv/bin/ptd" ]; then
         return
     fi
     if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
-        echo "setup: installing python3-venv (for the LINE test)" >&2
+        echo "setup: installing python3-venv (for the tests' Python tools)" >&2
         DEBIAN_FRONTEND=noninteractive apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
     fi
@@ -31,7 +32,7 @@ line_venv() {
 
 start=$(date +%s)
 build_release
-line_venv
+python_venv
 cargo test --release --workspace --no-fail-fast
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets -- -D warnings

@@ -1,77 +1,19 @@
 //! `export` on synthetic traces: every output checked by prvcheck (the strict Paraver
-//! checker, no `--allow-gaps`) and by pertalde when installed, exact records where the
+//! checker, no `--allow-gaps`) and by pertalde, exact records where the
 //! trace makes them certain, and the `.prv`'s per-thread state totals read back
 //! independently and compared with the report's figures.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, UNIX_EPOCH};
 
 use sonda_paraver::conventions::{event, state, state_value};
 use sonda_paraver::{export, ExportError, ExportOptions, ExportSummary};
+use sonda_tests::prvcheck;
 use sonda_timeline::report::summarize;
 use sonda_timeline::synthetic::{showcase, Busy, TraceBuilder};
 use sonda_timeline::ThreadState;
 use sonda_trace::{ReadError, Source};
-
-/// The strict checker: `$PRVCHECK`, else the shared tool beside the repository, else the
-/// copy kept in `tests/tools/` for clones without it.
-fn prvcheck_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("PRVCHECK") {
-        return PathBuf::from(p);
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let shared = repo.join("../shared/tools/prvcheck");
-    if shared.exists() {
-        return shared;
-    }
-    repo.join("tests/tools/prvcheck")
-}
-
-fn prvcheck(prv: &Path) {
-    let out = Command::new("python3")
-        .arg(prvcheck_path())
-        .arg(prv)
-        .output()
-        .expect("python3 runs prvcheck");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("prvcheck: OK"),
-        "prvcheck on {}:\n{text}{}",
-        prv.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// pertalde (`pip install pertalde`), BSC's own checker of record syntax: must find
-/// nothing. Skipped when it is not installed.
-fn pertalde(prv: &Path) {
-    let Ok(out) = Command::new("ptd")
-        .arg("comprovar")
-        .arg("-e")
-        .arg(prv)
-        .output()
-    else {
-        eprintln!("pertalde (ptd) is not installed: skipping its check");
-        return;
-    };
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "ptd comprovar failed on {}:\n{text}",
-        prv.display()
-    );
-    assert!(
-        !text.to_lowercase().contains("error") && !text.contains("ill"),
-        "ptd comprovar on {}:\n{text}",
-        prv.display()
-    );
-}
 
 fn opts() -> ExportOptions {
     ExportOptions::default().with_date(UNIX_EPOCH + Duration::from_secs(1_795_957_559))
@@ -87,7 +29,6 @@ fn exported(
     b.write(&trace).unwrap();
     let summary = export(&trace, &dir.join(name), opts).unwrap();
     prvcheck(&summary.prv);
-    pertalde(&summary.prv);
     (trace, summary)
 }
 
@@ -324,7 +265,6 @@ fn a_small_reorder_window_splits_states_but_keeps_totals() {
     .unwrap();
     for s in [&whole, &split] {
         prvcheck(&s.prv);
-        pertalde(&s.prv);
     }
     assert_eq!(whole.state_pieces, 0);
     assert!(
@@ -373,7 +313,6 @@ fn a_cut_trace_exports_what_it_holds() {
     let offset = b.write_cut(&trace, 40).unwrap();
     let s = export(&trace, &dir.path().join("cut"), &opts()).unwrap();
     prvcheck(&s.prv);
-    pertalde(&s.prv);
     assert!(
         matches!(s.damage, Some(ReadError::Truncated { offset: o }) if o == offset),
         "{:?}",
@@ -411,7 +350,6 @@ fn a_damaged_trace_ends_where_its_records_stop() {
     std::fs::write(&trace, &bytes).unwrap();
     let s = export(&trace, &dir.path().join("bad"), &opts()).unwrap();
     prvcheck(&s.prv);
-    pertalde(&s.prv);
     assert!(
         s.damage.as_ref().unwrap().to_string().contains("damaged"),
         "{:?}",

@@ -11,58 +11,11 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use sonda_paraver::conventions::{event, state_value};
 use sonda_paraver::{export, ExportError, ExportOptions, ExportSummary, ThreadPattern, TimeWindow};
+use sonda_tests::prvcheck;
 use sonda_timeline::report::summarize;
 use sonda_timeline::synthetic::{showcase, Busy, TraceBuilder};
 use sonda_timeline::{Frame, ThreadState};
 use sonda_trace::{Event, Pid, Runtime, Source, Tid};
-
-fn prvcheck(prv: &Path) {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let tool = std::env::var_os("PRVCHECK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let shared = repo.join("../shared/tools/prvcheck");
-            if shared.exists() {
-                shared
-            } else {
-                repo.join("tests/tools/prvcheck")
-            }
-        });
-    let out = Command::new("python3")
-        .arg(tool)
-        .arg(prv)
-        .output()
-        .expect("python3 runs prvcheck");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("prvcheck: OK"),
-        "prvcheck on {}:\n{text}",
-        prv.display()
-    );
-}
-
-/// pertalde's checker must find nothing (skipped when `ptd` is not installed).
-fn pertalde(prv: &Path) {
-    let Ok(out) = Command::new("ptd")
-        .arg("comprovar")
-        .arg("-e")
-        .arg(prv)
-        .output()
-    else {
-        eprintln!("pertalde (ptd) is not installed: skipping its check");
-        return;
-    };
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && !text.to_lowercase().contains("error"),
-        "ptd on {}:\n{text}",
-        prv.display()
-    );
-}
 
 fn opts() -> ExportOptions {
     ExportOptions::default().with_date(UNIX_EPOCH + Duration::from_secs(1_795_957_559))
@@ -235,7 +188,6 @@ fn busy_trace_totals_agree_with_the_report() {
     .unwrap();
     let s = export(&trace, &dir.path().join("busy"), &opts()).unwrap();
     prvcheck(&s.prv);
-    pertalde(&s.prv);
     assert!(s.communications > 0, "wakeups are on by default");
     let prv = Prv::load(&s);
     report_agrees_with_prv(&trace, &prv);
@@ -324,7 +276,6 @@ fn several_processes_are_several_applications() {
     b.write(&trace).unwrap();
     let s = export(&trace, &dir.path().join("three"), &opts()).unwrap();
     prvcheck(&s.prv);
-    pertalde(&s.prv);
     assert_eq!(s.applications, 3);
     let prv = Prv::load(&s);
     assert_eq!(prv.apps, vec![1, 1, 1]);
@@ -350,7 +301,6 @@ fn a_window_clips_states_and_opens_calls_at_its_start() {
     };
     let s = export(&trace, &dir.path().join("win"), &opts().with_window(window)).unwrap();
     prvcheck(&s.prv);
-    pertalde(&s.prv);
     assert_eq!((s.from_ns, s.end_ns), (180, 420));
     let (w, p) = (Prv::load(&whole), Prv::load(&s));
     // Every state total is the whole export's, clipped to the window.

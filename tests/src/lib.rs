@@ -145,16 +145,77 @@ pub fn prvcheck_path() -> PathBuf {
     repo_root().join("tests/tools/prvcheck")
 }
 
-/// Runs prvcheck on `prv` (no `--allow-gaps`) and fails the test with its findings.
+/// Checks a Paraver trace with both checkers the project answers to: prvcheck (no
+/// `--allow-gaps`) and pertalde's `ptd comprovar -e`, BSC's own reader of the record
+/// syntax. Fails the test with their findings. pertalde comes from the tests' Python
+/// environment ([`python_env`]); where that cannot be made it is skipped with a
+/// message, except in CI.
 pub fn prvcheck(prv: &Path) {
     let out = run(Command::new("python3").arg(prvcheck_path()).arg(prv));
     assert!(
-        out.status.success(),
+        out.status.success() && text(&out.stdout).contains("prvcheck: OK"),
         "prvcheck failed on {}:\n{}{}",
         prv.display(),
         text(&out.stdout),
         text(&out.stderr)
     );
+    if let Some(venv) = python_env() {
+        let out = run(Command::new(venv.join("bin/ptd"))
+            .args(["comprovar", "-e"])
+            .arg(prv));
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            out.status.success() && !said.to_lowercase().contains("error"),
+            "pertalde (ptd comprovar -e) found faults in {}:\n{said}",
+            prv.display()
+        );
+    }
+}
+
+/// The tests' Python environment: LINE (`line-solver`), `jsonschema` and pertalde at
+/// the versions of `tests/python-requirements.txt`, made once under the target
+/// directory (scripts/test.sh makes it before the tests run) and made afresh when that
+/// file changes. `None` (a skip) only when it cannot be made and CI is not "true".
+pub fn python_env() -> Option<PathBuf> {
+    static ENV: OnceLock<Option<PathBuf>> = OnceLock::new();
+    ENV.get_or_init(make_python_env).clone()
+}
+
+fn make_python_env() -> Option<PathBuf> {
+    let venv = profile_dir().join("python-venv");
+    let requirements = repo_root().join("tests/python-requirements.txt");
+    let stamp = venv.join("requirements.installed");
+    let wanted = std::fs::read(&requirements).expect("tests/python-requirements.txt");
+    let ready = || {
+        std::fs::read(&stamp).is_ok_and(|s| s == wanted)
+            && run(Command::new(venv.join("bin/python"))
+                .args(["-c", "import jsonschema, line_solver"]))
+            .status
+            .success()
+            && venv.join("bin/line").exists()
+            && venv.join("bin/ptd").exists()
+    };
+    if !ready() {
+        eprintln!("making {} (pip install, about a minute)", venv.display());
+        let _ = std::fs::remove_dir_all(&venv);
+        let made = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+        let installed = made.status.success()
+            && run(Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", "-r"])
+                .arg(&requirements))
+            .status
+            .success();
+        if installed {
+            std::fs::write(&stamp, &wanted).expect("write the venv's stamp");
+        }
+        if !require(
+            "a Python venv with tests/python-requirements.txt (python3-venv, PyPI)",
+            installed && ready(),
+        ) {
+            return None;
+        }
+    }
+    Some(venv)
 }
 
 /// Asserts that a command failed with one clear line on stderr and no panic.

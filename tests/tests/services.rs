@@ -127,46 +127,6 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     s / n.max(1) as f64
 }
 
-/// A Python environment with LINE (`line-solver`) and `jsonschema`, the versions of
-/// tests/python-requirements.txt, made once under the target directory (scripts/test.sh
-/// makes it before the tests run) and made afresh when that file changes. `None` (a
-/// skip) only when it cannot be made and CI is not "true".
-fn line_env() -> Option<PathBuf> {
-    let venv = profile_dir().join("line-venv");
-    let requirements = repo_root().join("tests/python-requirements.txt");
-    let stamp = venv.join("requirements.installed");
-    let wanted = std::fs::read(&requirements).unwrap();
-    let ready = || {
-        std::fs::read(&stamp).is_ok_and(|s| s == wanted)
-            && run(Command::new(venv.join("bin/python"))
-                .args(["-c", "import jsonschema, line_solver"]))
-            .status
-            .success()
-            && venv.join("bin/line").exists()
-    };
-    if !ready() {
-        eprintln!("making {} (pip install, about a minute)", venv.display());
-        let _ = std::fs::remove_dir_all(&venv);
-        let made = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-        let installed = made.status.success()
-            && run(Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", "-r"])
-                .arg(&requirements))
-            .status
-            .success();
-        if installed {
-            std::fs::write(&stamp, &wanted).unwrap();
-        }
-        if !require(
-            "a Python venv with tests/python-requirements.txt (python3-venv, PyPI)",
-            installed && ready(),
-        ) {
-            return None;
-        }
-    }
-    Some(venv)
-}
-
 fn services(args: &[&str]) -> std::process::Output {
     run(Command::new(sonda()).arg("services").args(args))
 }
@@ -341,7 +301,7 @@ fn services_match_the_jvm_and_line_solves_the_model() {
     assert!(text(&win.stdout).contains("Per window:"));
 
     // JSON, checked against the documented schema; and the model, solved by LINE.
-    let Some(venv) = line_env() else {
+    let Some(venv) = python_env() else {
         return;
     };
     let json = dir.path().join("services.json");
