@@ -48,7 +48,7 @@ public class Bench {
             long t1 = cpu();
             loopTraced(n);
             long t2 = cpu();
-            System.out.printf("round\t%.2f\t%.2f%n", (t1 - t0) / (double) n, (t2 - t1) / (double) n);
+            System.out.printf("round\t%.3f\t%.3f%n", (t1 - t0) / (double) n, (t2 - t1) / (double) n);
         }
     }
 }
