@@ -48,154 +48,20 @@ JSP_METHOD='::_jspService'
 # Paraver's "user function" event type, which sonda uses for Java methods.
 METHOD_EVENT=60000019
 
-say() { echo "tomcat.sh: $*" >&2; }
-die() {
-    say "FAILED: $*"
-    exit 1
-}
-
-# --- 1. what we need -----------------------------------------------------------------
-
-APT_UPDATED=0
-# apt_install PACKAGE...: installs with apt-get, never starting a service.
-apt_install() {
-    local policy=/usr/sbin/policy-rc.d made_policy=0
-    if [ ! -e "$policy" ]; then
-        # invoke-rc.d asks policy-rc.d whether it may start a service; 101 means no.
-        printf '#!/bin/sh\nexit 101\n' >"$policy"
-        chmod 755 "$policy"
-        made_policy=1
-    fi
-    if [ "$APT_UPDATED" = 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        APT_UPDATED=1
-    fi
-    say "installing $*"
-    local rc=0
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
-    if [ "$made_policy" = 1 ]; then
-        rm -f "$policy"
-    fi
-    [ "$rc" = 0 ] || die "apt-get install $* failed (exit $rc)"
-}
-
-# The package's own service must not run: it would hold port 8080 and is not ours.
-stop_system_tomcat() {
-    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ] &&
-        systemctl is-active --quiet tomcat10 2>/dev/null; then
-        say "stopping the tomcat10 service the package started"
-        systemctl stop tomcat10
-        systemctl disable --quiet tomcat10 2>/dev/null || true
-    fi
-}
-
-setup_packages() {
-    local need=()
-    [ -x "$CATALINA_HOME/bin/catalina.sh" ] || need+=(tomcat10)
-    command -v wrk >/dev/null 2>&1 || need+=(wrk)
-    command -v python3 >/dev/null 2>&1 || need+=(python3)
-    command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
-    if [ "${#need[@]}" -gt 0 ]; then
-        [ "$(id -u)" = 0 ] || die "missing ${need[*]}; run as root to install them"
-        apt_install "${need[@]}"
-        case " ${need[*]} " in *" tomcat10 "*) stop_system_tomcat ;; esac
-    fi
-    [ -x "$CATALINA_HOME/bin/catalina.sh" ] || die "no $CATALINA_HOME/bin/catalina.sh after installing tomcat10"
-}
-
-setup_sonda() {
-    if [ -n "${SONDA_BIN:-}" ]; then
-        SONDA="$SONDA_BIN"
-    else
-        SONDA="$REPO/target/release/sonda"
-        if [ ! -x "$SONDA" ] || [ ! -e "$REPO/target/release/libsonda.so" ]; then
-            say "building sonda (cargo build --release -p sonda -p sonda-agent)"
-            (cd "$REPO" && cargo build --release -p sonda -p sonda-agent)
-        fi
-    fi
-    [ -x "$SONDA" ] || die "$SONDA is not an executable (set SONDA_BIN)"
-    export SONDA_AGENT="${SONDA_AGENT:-$(dirname "$SONDA")/libsonda.so}"
-    [ -f "$SONDA_AGENT" ] || die "agent library $SONDA_AGENT not found (set SONDA_AGENT)"
-    PRVCHECK="${PRVCHECK:-}"
-    if [ -z "$PRVCHECK" ]; then
-        PRVCHECK="$REPO/../shared/tools/prvcheck"
-        [ -e "$PRVCHECK" ] || PRVCHECK="$REPO/tests/tools/prvcheck"
-    fi
-    [ -f "$PRVCHECK" ] || die "prvcheck not found at $PRVCHECK (set PRVCHECK)"
-    if [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
-        mount -t tracefs nodev /sys/kernel/tracing || say "could not mount tracefs"
-    fi
-}
-
-# --- 2. a private Tomcat -------------------------------------------------------------
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-make_base() {
-    BASE="$(mktemp -d /tmp/sonda-tomcat.XXXXXX)"
-    mkdir -p "$BASE"/{conf,webapps/ROOT,logs,work,temp}
-    local f
-    for f in web.xml logging.properties context.xml catalina.properties; do
-        cp "$CATALINA_HOME/etc/$f" "$BASE/conf/$f"
-    done
-    PORT="$(free_port)"
-    sed "s/@PORT@/$PORT/" "$FILES/server.xml" >"$BASE/conf/server.xml"
-    cp "$FILES"/webapp/* "$BASE/webapps/ROOT/"
-    ACCESS_LOG="$BASE/logs/access.log"
-}
-
-# http_get PATH: one HTTP/1.0 GET over bash's /dev/tcp (no curl needed); prints the
-# status code, fails when there is no answer.
-http_get() {
-    local status
-    exec 3<>"/dev/tcp/127.0.0.1/$PORT" || return 1
-    printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$1" >&3
-    IFS=' ' read -r -t 30 _ status _ <&3 || status=
-    # Read the rest: the server closes an HTTP/1.0 connection after the response.
-    timeout 30 cat <&3 >/dev/null || true
-    exec 3<&- 3>&-
-    [ -n "$status" ] || return 1
-    echo "$status"
-}
+ME=tomcat.sh
+# shellcheck source=scripts/lib/tomcat.sh
+source "$REPO/scripts/lib/tomcat.sh"
 
 # --- 3. run it -----------------------------------------------------------------------
 
 JVM_PID=
 RECORD_PID=
 WRK_PID=
-# shellcheck disable=SC2317 # run by the EXIT trap
-cleanup() {
-    local rc=$?
-    set +e
-    local what pid
-    for what in "wrk:$WRK_PID" "Tomcat's JVM:$JVM_PID" "sonda record:$RECORD_PID"; do
-        pid="${what##*:}"
-        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-            say "cleaning up: stopping ${what%:*} (pid $pid)"
-            kill -TERM "$pid" 2>/dev/null
-            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-            kill -KILL "$pid" 2>/dev/null
-        fi
-    done
-    wait 2>/dev/null
-    if [ -n "${BASE:-}" ] && [ -d "$BASE" ]; then
-        [ -f "$BASE/logs/access.log" ] && cp "$BASE/logs/access.log" "$OUT/access.log"
-        if [ "${KEEP_BASE:-0}" = 1 ]; then
-            say "CATALINA_BASE kept in $BASE"
-        else
-            rm -rf "$BASE"
-        fi
-    fi
-    exit "$rc"
-}
+# What the clean-up stops, in this order.
+STOP_ORDER=("wrk=WRK_PID" "Tomcat's JVM=JVM_PID" "sonda record=RECORD_PID")
 
 start_tomcat() {
-    export CATALINA_HOME CATALINA_BASE="$BASE" CATALINA_TMPDIR="$BASE/temp"
-    export JAVA_HOME="${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")}"
-    # Small, fixed heap: less GC noise and the same run on every machine.
-    export CATALINA_OPTS="${CATALINA_OPTS:--Xms256m -Xmx256m}"
+    tomcat_env
     if [ "$NO_SONDA" = 1 ]; then
         say "starting Tomcat on 127.0.0.1:$PORT (without sonda)"
         "$CATALINA_HOME/bin/catalina.sh" run >"$OUT/catalina.log" 2>&1 &
@@ -217,26 +83,6 @@ start_tomcat() {
         done
         [ -n "$JVM_PID" ] || die "sonda record started no command: $(tail -n3 "$OUT/catalina.log")"
     fi
-}
-
-wait_ready() {
-    local t0=$SECONDS status
-    while :; do
-        kill -0 "$JVM_PID" 2>/dev/null || die "Tomcat exited during start-up; see $OUT/catalina.log"
-        if status="$(http_get /index.html 2>/dev/null)"; then
-            [ "$status" = 200 ] || die "Tomcat answered /index.html with status $status"
-            break
-        fi
-        [ $((SECONDS - t0)) -lt 60 ] || die "Tomcat did not answer on port $PORT within 60 s; see $OUT/catalina.log"
-        sleep 0.2
-    done
-    say "Tomcat answers after $((SECONDS - t0)) s"
-    # JSPs compile on their first request: do that before the measured load.
-    local page
-    for page in /cpu.jsp /sleep.jsp /mixed.jsp; do
-        status="$(http_get "$page")" || die "no answer for $page"
-        [ "$status" = 200 ] || die "$page answered with status $status; see $OUT/catalina.log"
-    done
 }
 
 drive_load() {
