@@ -52,6 +52,13 @@ pub fn agent() -> PathBuf {
     built("libsonda.so")
 }
 
+/// A `sh -c` script that gives a container (a new mount namespace) its own /tmp, a
+/// fresh tmpfs, as Docker does, then runs the rest of its arguments. Its first argument
+/// is the test's CARGO_TARGET_TMPDIR: when the checkout lives under /tmp (a scratch
+/// clone), the test's files there would vanish under the tmpfs, so they are bound back
+/// at their paths, through the host's /tmp kept on /mnt of the private namespace.
+pub const CONTAINER_OWN_TMP: &str = "k=$1; shift; case $k in /tmp/*) mount --bind /tmp /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p \"$k\" && mount --bind \"/mnt/${k#/tmp/}\" \"$k\" ;; *) mount -t tmpfs tmpfs /tmp ;; esac && exec \"$@\"";
+
 /// Whether the tests run in CI, where a missing capability is a failure, not a skip.
 pub fn in_ci() -> bool {
     std::env::var("CI").map(|v| v == "true").unwrap_or(false)

@@ -807,12 +807,6 @@ fn a_jvm_in_a_user_namespace_container() {
     container_case(true);
 }
 
-/// The container's own /tmp, a fresh tmpfs, as Docker gives one. When this checkout
-/// lives under /tmp (a scratch clone), the test's files under CARGO_TARGET_TMPDIR (its
-/// first argument) would vanish under that tmpfs: they are bound back at their paths,
-/// through the host's /tmp kept on /mnt of the private mount namespace.
-const OWN_TMP: &str = "k=$1; shift; case $k in /tmp/*) mount --bind /tmp /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p \"$k\" && mount --bind \"/mnt/${k#/tmp/}\" \"$k\" ;; *) mount -t tmpfs tmpfs /tmp ;; esac && exec \"$@\"";
-
 fn container_case(user_namespace: bool) {
     let unshare = Command::new("sh")
         .args(["-c", "command -v unshare && command -v setpriv"])
@@ -863,7 +857,7 @@ fn container_case(user_namespace: bool) {
         "--mount-proc",
         "sh",
         "-c",
-        OWN_TMP,
+        CONTAINER_OWN_TMP,
         "sh",
         env!("CARGO_TARGET_TMPDIR"),
     ]);

@@ -189,16 +189,10 @@ const PREFIX_CONTAINER: &[&str] = &[
     "--mount-proc",
     "sh",
     "-c",
-    OWN_TMP,
+    sonda_tests::CONTAINER_OWN_TMP,
     "sh",
     env!("CARGO_TARGET_TMPDIR"),
 ];
-
-/// The container's own /tmp, a fresh tmpfs, as Docker gives one. When this checkout
-/// lives under /tmp (a scratch clone), the test's files under CARGO_TARGET_TMPDIR (its
-/// first argument) would vanish under that tmpfs: they are bound back at their paths,
-/// through the host's /tmp kept on /mnt of the private mount namespace.
-const OWN_TMP: &str = "k=$1; shift; case $k in /tmp/*) mount --bind /tmp /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p \"$k\" && mount --bind \"/mnt/${k#/tmp/}\" \"$k\" ;; *) mount -t tmpfs tmpfs /tmp ;; esac && exec \"$@\"";
 
 impl Jvm {
     pub fn start(placement: Placement, jvm_args: &[&str], cwd: &Path) -> Jvm {
