@@ -160,26 +160,17 @@ impl Recording {
 
 /// Runs a JVM without the agent flag added (callers pass their own).
 pub fn run_java(classes: &Path, jvm_args: &[&str], main: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new("java");
-    cmd.args(jvm_args)
-        .arg("-cp")
-        .arg(classes)
-        .arg(main)
-        .args(args);
-    let out = cmd.output().expect("java runs");
-    if std::env::var_os("SONDA_TEST_VERBOSE").is_some() {
-        eprintln!(
-            "{cmd:?}\n--- stdout\n{}--- stderr\n{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-    }
-    out
+    sonda_tests::run(
+        Command::new("java")
+            .args(jvm_args)
+            .arg("-cp")
+            .arg(classes)
+            .arg(main)
+            .args(args),
+    )
 }
 
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+pub use sonda_tests::text;
 
 /// The records of one slot.
 #[derive(Debug)]
