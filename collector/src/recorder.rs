@@ -143,18 +143,12 @@ impl Tally {
             self.first_enter = Some(r.time);
         }
         let e = &r.event;
-        match e {
-            Event::ProcSample { .. }
-            | Event::Switch { .. }
-            | Event::Waking { .. }
-            | Event::Wakeup { .. }
-            | Event::Migrate { .. }
-            | Event::NewTask { .. }
-            | Event::TaskExit { .. }
-            | Event::Exec { .. }
-            | Event::Rename { .. }
-            | Event::KernelLost { .. } => self.scheduler += 1,
-            _ => self.agent += 1,
+        if e.is_sched_tracepoint()
+            || matches!(e, Event::ProcSample { .. } | Event::KernelLost { .. })
+        {
+            self.scheduler += 1;
+        } else {
+            self.agent += 1;
         }
     }
 }

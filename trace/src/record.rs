@@ -226,4 +226,21 @@ impl Event {
             | Event::VmDeath { .. } => None,
         }
     }
+
+    /// Whether this is a kernel scheduler tracepoint's record (switch, waking, wakeup,
+    /// migration, task creation and exit, exec, rename): the records two recordings of
+    /// the same machine may both hold. Neither a `/proc` sample nor a lost-sample count.
+    pub fn is_sched_tracepoint(&self) -> bool {
+        matches!(
+            self,
+            Event::Switch { .. }
+                | Event::Waking { .. }
+                | Event::Wakeup { .. }
+                | Event::Migrate { .. }
+                | Event::NewTask { .. }
+                | Event::TaskExit { .. }
+                | Event::Exec { .. }
+                | Event::Rename { .. }
+        )
+    }
 }

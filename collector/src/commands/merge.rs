@@ -241,21 +241,6 @@ fn remap(mut r: Record, input: &Input) -> Record {
     r
 }
 
-/// Kernel records: the same one may be in two inputs (a switch between their threads).
-fn is_kernel(e: &Event) -> bool {
-    matches!(
-        e,
-        Event::Switch { .. }
-            | Event::Waking { .. }
-            | Event::Wakeup { .. }
-            | Event::Migrate { .. }
-            | Event::NewTask { .. }
-            | Event::TaskExit { .. }
-            | Event::Exec { .. }
-            | Event::Rename { .. }
-    )
-}
-
 /// Merges the inputs' records in time order into `w`. Returns the records written and
 /// the first damage met.
 fn merge_records(
@@ -282,10 +267,12 @@ fn merge_records(
             now = time;
             at_now.clear();
         }
-        let duplicate =
-            is_kernel(&record.event) && at_now.iter().any(|(j, e)| *j != i && *e == record.event);
+        // Kernel records: the same one may be in two inputs (a switch between their
+        // threads).
+        let kernel = record.event.is_sched_tracepoint();
+        let duplicate = kernel && at_now.iter().any(|(j, e)| *j != i && *e == record.event);
         if !duplicate {
-            if is_kernel(&record.event) {
+            if kernel {
                 at_now.push((i, record.event.clone()));
             }
             w.record(&remap(record, &inputs[i]))?;
