@@ -538,6 +538,8 @@ fn finish(
     let lost = rec.kernel_stats.lost;
     let dropped = rec.agent.stats().dropped + rec.agent.no_slot_drops();
     let tally = std::mem::take(&mut rec.tally);
+    let warnings = rec.agent.stats().warnings;
+    let first_warning = rec.agent.first_warning().map(str::to_owned);
     let procfs = rec.procfs.is_some();
     let Recording { writer, agent, .. } = rec;
     let _ = agent.remove();
@@ -559,6 +561,11 @@ fn finish(
         host::own_cpu_ns() as f64 / 1e9,
         human_size(size)
     );
+    if let Some(first) = first_warning {
+        say!(
+            "sonda: the agent warned {warnings} time(s), first: {first} (all of them: sonda report {out_path})"
+        );
+    }
     Ok(())
 }
 

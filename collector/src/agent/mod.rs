@@ -68,6 +68,9 @@ pub struct AgentStats {
     pub metas: u64,
     /// Metadata records that did not decode.
     pub bad_metas: u64,
+    /// Of the metadata, the agents' warnings (a class left unchanged, an internal error
+    /// caught at the FFI boundary, ...): all are in the trace, for `sonda report`.
+    pub warnings: u64,
 }
 
 /// The collector's side of the buffer file.
@@ -80,6 +83,9 @@ pub struct AgentSource {
     seen_dropped: Vec<u64>,
     /// Likewise for dropped entries.
     seen_dropped_enters: Vec<u64>,
+    /// The agents' warning to show in the end-of-recording summary (see
+    /// [`note_warning`]).
+    first_warning: Option<String>,
     /// Slots in use are found among the first `scan_limit` (see [`AgentSource::drain`]).
     scan_limit: u32,
     /// Drains since the last scan of every slot.
@@ -120,6 +126,7 @@ impl AgentSource {
             meta_cursor: 0,
             seen_dropped: vec![0; settings.slots as usize],
             seen_dropped_enters: vec![0; settings.slots as usize],
+            first_warning: None,
             scan_limit: 0,
             since_full_scan: 0,
             scratch: Vec::with_capacity(settings.ring_len as usize),
@@ -244,11 +251,16 @@ impl AgentSource {
         let stats = &mut self.stats;
         let pid_map = &mut self.pid_map;
         let natives = &mut self.natives;
+        let first_warning = &mut self.first_warning;
         self.region.read_meta(&mut self.meta_cursor, |bytes| {
             for item in Items::new(bytes) {
                 match item {
                     Ok(Item::Meta(m)) => {
                         stats.metas += 1;
+                        if let Meta::Warning { text } = &m {
+                            stats.warnings += 1;
+                            note_warning(first_warning, text);
+                        }
                         let m = match pid_map {
                             Some(map) => map.meta(m),
                             None => m,
@@ -266,6 +278,11 @@ impl AgentSource {
     /// Distinct native functions seen, and records kept by address for want of ids.
     pub fn native_functions(&self) -> (usize, u64) {
         (self.natives.count(), self.natives.without_id())
+    }
+
+    /// The agents' first internal error, else their first warning, if any.
+    pub fn first_warning(&self) -> Option<&str> {
+        self.first_warning.as_deref()
     }
 
     /// What was drained so far.
@@ -315,11 +332,38 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Keeps the warning the summary shows: the first internal error (a panic the agent
+/// caught at the FFI boundary, which must never go unseen), else the first warning.
+fn note_warning(kept: &mut Option<String>, text: &str) {
+    let internal = |t: &str| t.starts_with("internal error in ");
+    if kept
+        .as_deref()
+        .is_none_or(|k| !internal(k) && internal(text))
+    {
+        *kept = Some(text.to_owned());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use sonda_shm::records::{head, ENTER, LEAVE};
     use sonda_trace::codec::encode_meta;
+
+    #[test]
+    fn the_summary_shows_the_first_internal_error_else_the_first_warning() {
+        let mut kept = None;
+        note_warning(&mut kept, "class A left unchanged: too big");
+        note_warning(&mut kept, "class B left unchanged: too big");
+        assert_eq!(kept.as_deref(), Some("class A left unchanged: too big"));
+        note_warning(&mut kept, "internal error in ClassFileLoadHook: boom");
+        note_warning(&mut kept, "internal error in SondaProbe: later");
+        note_warning(&mut kept, "class C left unchanged: too big");
+        assert_eq!(
+            kept.as_deref(),
+            Some("internal error in ClassFileLoadHook: boom")
+        );
+    }
 
     fn settings() -> AgentSettings {
         let filter = sonda_filter::MethodFilter::parse(&["a.B::c", "!a.B::d"]).unwrap();
