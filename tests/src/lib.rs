@@ -59,6 +59,33 @@ pub fn agent() -> PathBuf {
 /// at their paths, through the host's /tmp kept on /mnt of the private namespace.
 pub const CONTAINER_OWN_TMP: &str = "k=$1; shift; case $k in /tmp/*) mount --bind /tmp /mnt && mount -t tmpfs tmpfs /tmp && mkdir -p \"$k\" && mount --bind \"/mnt/${k#/tmp/}\" \"$k\" ;; *) mount -t tmpfs tmpfs /tmp ;; esac && exec \"$@\"";
 
+/// Waits until every thread of process `pid` is stopped after a SIGSTOP: kill(2)
+/// returns before a thread running on another CPU has taken the stop, and meanwhile
+/// it may still answer (an attach request, say).
+pub fn wait_until_stopped(pid: u32) {
+    let started = std::time::Instant::now();
+    let all_stopped = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .all(|task| {
+                std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                    stat.rsplit_once(')')
+                        .and_then(|(_, rest)| rest.split_whitespace().next())
+                        == Some("T")
+                })
+            })
+    };
+    while !all_stopped() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "process {pid} not stopped 5 s after SIGSTOP"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Whether the tests run in CI, where a missing capability is a failure, not a skip.
 pub fn in_ci() -> bool {
     std::env::var("CI").map(|v| v == "true").unwrap_or(false)
@@ -119,7 +146,10 @@ pub fn java_classes(name: &str) -> PathBuf {
     out
 }
 
-/// Runs a command to completion, capturing its output.
+/// Runs a command to completion, capturing its output. Fails the test when the
+/// output reports a panic the agent caught at the FFI boundary ("internal error in
+/// ...": printed by the agent itself, or by `sonda record`/`attach` when the agent's
+/// warnings hold one): no test may get there, even one that expects the command to fail.
 pub fn run(cmd: &mut Command) -> Output {
     let out = cmd
         .output()
@@ -131,6 +161,11 @@ pub fn run(cmd: &mut Command) -> Output {
             text(&out.stderr)
         );
     }
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        !said.contains("internal error in "),
+        "the agent caught a panic running {cmd:?}:\n{said}"
+    );
     out
 }
 
