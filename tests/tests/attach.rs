@@ -756,6 +756,9 @@ fn error_paths_are_one_line_and_leave_nothing_behind() {
     let signal = |sig: i32| {
         // SAFETY: kill on the test's own JVM.
         assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
+        if sig == libc::SIGSTOP {
+            wait_until_stopped(pid);
+        }
     };
     signal(libc::SIGSTOP);
     let started = Instant::now();

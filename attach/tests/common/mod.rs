@@ -292,6 +292,9 @@ impl Jvm {
             .status()
             .unwrap();
         assert!(status.success());
+        if signal == "STOP" {
+            sonda_tests::wait_until_stopped(self.pid);
+        }
     }
 
     /// Paths of the two trigger files HotSpot looks at, from our side.
