@@ -8,11 +8,13 @@
 //! cost when nothing records). `scripts/bench-native.sh` measures the same under
 //! `sonda record`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+mod common;
+use common::libsonda;
 use sonda_shm::{Clock, Geometry, Region};
 
 fn main() {
@@ -117,20 +119,4 @@ fn gcc(args: &[&std::ffi::OsStr]) {
         .status()
         .expect("gcc runs");
     assert!(st.success());
-}
-
-/// The agent library built with this example (`target/<profile>/` or its `deps/`).
-fn libsonda() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/examples/<exe>");
-    [
-        profile.join("libsonda.so"),
-        profile.join("deps/libsonda.so"),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
-    .expect("libsonda.so: run `cargo build --release -p sonda-agent --lib --examples` first")
 }

@@ -9,11 +9,13 @@
 //! the median difference: the cost of one enter+exit probe pair.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+mod common;
+use common::libsonda;
 use sonda_shm::records::{self, ENTER, LEAVE};
 use sonda_shm::{Clock, Geometry, Region};
 
@@ -162,20 +164,4 @@ fn main() {
         "records: {enters} ENTER, {leaves} LEAVE, {dropped} dropped (expected {} each)",
         calls * rounds
     );
-}
-
-/// The agent library built with this example (`target/<profile>/` or its `deps/`).
-fn libsonda() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/examples/<exe>");
-    [
-        profile.join("libsonda.so"),
-        profile.join("deps/libsonda.so"),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
-    .expect("libsonda.so: run `cargo build --release -p sonda-agent --lib --examples` first")
 }

@@ -536,10 +536,10 @@ fn finish(
 ) -> anyhow::Result<()> {
     let counters = rec.counters(elapsed);
     let lost = rec.kernel_stats.lost;
-    let dropped = rec.agent.stats().dropped + rec.agent.no_slot_drops();
+    let agent_stats = rec.agent.stats();
+    let dropped = agent_stats.dropped + rec.agent.no_slot_drops();
     let tally = std::mem::take(&mut rec.tally);
-    let warnings = rec.agent.stats().warnings;
-    let first_warning = rec.agent.first_warning().map(str::to_owned);
+    let summary_warning = rec.agent.summary_warning().map(str::to_owned);
     let procfs = rec.procfs.is_some();
     let Recording { writer, agent, .. } = rec;
     let _ = agent.remove();
@@ -561,9 +561,10 @@ fn finish(
         host::own_cpu_ns() as f64 / 1e9,
         human_size(size)
     );
-    if let Some(first) = first_warning {
+    if let Some(shown) = summary_warning {
         say!(
-            "sonda: the agent warned {warnings} time(s), first: {first} (all of them: sonda report {out_path})"
+            "sonda: the agent warned {} time(s): {shown} (all of them: sonda report {out_path})",
+            agent_stats.warnings
         );
     }
     Ok(())

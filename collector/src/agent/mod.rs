@@ -85,7 +85,7 @@ pub struct AgentSource {
     seen_dropped_enters: Vec<u64>,
     /// The agents' warning to show in the end-of-recording summary (see
     /// [`note_warning`]).
-    first_warning: Option<String>,
+    summary_warning: Option<String>,
     /// Slots in use are found among the first `scan_limit` (see [`AgentSource::drain`]).
     scan_limit: u32,
     /// Drains since the last scan of every slot.
@@ -126,7 +126,7 @@ impl AgentSource {
             meta_cursor: 0,
             seen_dropped: vec![0; settings.slots as usize],
             seen_dropped_enters: vec![0; settings.slots as usize],
-            first_warning: None,
+            summary_warning: None,
             scan_limit: 0,
             since_full_scan: 0,
             scratch: Vec::with_capacity(settings.ring_len as usize),
@@ -251,7 +251,7 @@ impl AgentSource {
         let stats = &mut self.stats;
         let pid_map = &mut self.pid_map;
         let natives = &mut self.natives;
-        let first_warning = &mut self.first_warning;
+        let summary_warning = &mut self.summary_warning;
         self.region.read_meta(&mut self.meta_cursor, |bytes| {
             for item in Items::new(bytes) {
                 match item {
@@ -259,7 +259,7 @@ impl AgentSource {
                         stats.metas += 1;
                         if let Meta::Warning { text } = &m {
                             stats.warnings += 1;
-                            note_warning(first_warning, text);
+                            note_warning(summary_warning, text);
                         }
                         let m = match pid_map {
                             Some(map) => map.meta(m),
@@ -281,8 +281,8 @@ impl AgentSource {
     }
 
     /// The agents' first internal error, else their first warning, if any.
-    pub fn first_warning(&self) -> Option<&str> {
-        self.first_warning.as_deref()
+    pub fn summary_warning(&self) -> Option<&str> {
+        self.summary_warning.as_deref()
     }
 
     /// What was drained so far.
