@@ -3,7 +3,7 @@
 # classes of known CPU and blocking demand), exports it to Paraver, prints the report and
 # the per-request service demands, and writes a JMT queueing model of the run.
 # Output goes to ./out/ (override with OUT=dir). Run as root for kernel tracepoints.
-# The workload's settings are those of tests/tests/services.rs: three workers per CPU,
+# The workload's settings are those of tests/tests/e2e/services.rs: three workers per CPU,
 # about one CPU of demand.
 source "$(dirname "$0")/lib/setup.sh"
 setup_base

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod common;
 use common::libsonda;
+use sonda_shm::config::{AgentConfig, Mode};
 use sonda_shm::{Clock, Geometry, Region};
 
 fn main() {
@@ -64,7 +65,11 @@ fn main() {
             ring_len: ring_mib.next_power_of_two() << 20,
             meta_len: 1 << 20,
         };
-        Region::create(&path, geo, c, "mode=launch\n").expect("buffer file")
+        let config = AgentConfig {
+            mode: Some(Mode::Launch),
+            ..AgentConfig::default()
+        };
+        Region::create(&path, geo, c, &config).expect("buffer file")
     });
     let run = |exe: &Path| -> f64 {
         let mut cmd = Command::new(exe);

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 mod common;
 use common::libsonda;
+use sonda_shm::config::AgentConfig;
 use sonda_shm::records::{self, ENTER, LEAVE};
 use sonda_shm::{Clock, Geometry, Region};
 
@@ -72,7 +73,11 @@ fn main() {
         ring_len: 128 << 20,
         meta_len: 1 << 20,
     };
-    let region = Region::create(&path, geo, clock, "methods=Bench::traced\n").expect("buffer file");
+    let config = AgentConfig {
+        methods: vec!["Bench::traced".into()],
+        ..AgentConfig::default()
+    };
+    let region = Region::create(&path, geo, clock, &config).expect("buffer file");
     let mut java = Command::new("java");
     if critical {
         // The flag is deprecated in JDK 17: silence the VM's warning about it.

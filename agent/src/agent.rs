@@ -15,19 +15,22 @@
 //! first load (its capabilities, callbacks and object tags). Each `State` is leaked, so
 //! an event handler that still holds the previous one never sees it freed. Only one
 //! recording runs at a time: an attach while one runs is refused with a return code
-//! (`sonda_shm::attach_codes`) that the collector turns into a message.
+//! (`sonda_shm::attach_codes`) that the collector turns into a message, unless the
+//! running one's collector is gone (killed: its lock on the buffer file is free, see
+//! `sonda_shm::lock`). Then nobody reads that recording, and the new attach ends it
+//! at once (classes restored) and starts its own.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
 use sonda_filter::MethodFilter;
+use sonda_shm::config::{AgentConfig, AgentOptions};
 use sonda_shm::{attach_codes, AgentState, Region};
 use sonda_trace::{Meta, Pid, Runtime};
 
 use crate::jvmti::{self, Capabilities, Event, Jni, Jvmti, LoadMode, Vm};
 use crate::monitors::Monitors;
-use crate::options::{parse_config, parse_options, Config};
 use crate::threads::Threads;
 use crate::transform::Transformer;
 use crate::{buffers, clock, counters, meta, os, probe};
@@ -51,7 +54,7 @@ pub struct State {
     /// This recording's buffer file (mapped for good).
     pub region: &'static Region,
     /// The collector's configuration.
-    pub config: Config,
+    pub config: AgentConfig,
     /// Method tracing, when `methods=` selected some.
     pub transformer: Option<Transformer>,
     /// Thread naming.
@@ -173,7 +176,13 @@ impl Agent {
                 (LoadMode::Attach, false) if previous.stopped.load(Ordering::Acquire) => {
                     Some(attach_codes::STOPPING)
                 }
-                (LoadMode::Attach, false) => Some(attach_codes::BUSY),
+                (LoadMode::Attach, false) if previous.region.collector_alive() => {
+                    Some(attach_codes::BUSY)
+                }
+                // Its collector is gone (killed: its lock on the buffer file went with
+                // it), so nobody reads this recording: end it now rather than when the
+                // heartbeat's silence shows, and take the new one.
+                (LoadMode::Attach, false) => take_over(previous, jni),
                 (LoadMode::Attach, true) => None,
             };
             if let Some(code) = busy {
@@ -245,6 +254,18 @@ impl Agent {
     }
 }
 
+/// Ends `previous`, an attached recording whose collector is gone, as the collector's
+/// stop request would (events off, classes restored). `None` once it is over, so that
+/// the new recording may start; else (no JNI environment here, or another thread is
+/// already stopping it) the code that says "try again shortly".
+fn take_over(previous: &'static State, jni: Option<&Jni<'_>>) -> Option<i32> {
+    if let Some(jni) = jni {
+        meta::warning("the collector is gone (killed?): recording stopped for a new attach");
+        crate::stop::stop(previous, jni);
+    }
+    (!previous.over.load(Ordering::Acquire)).then_some(attach_codes::STOPPING)
+}
+
 /// The current (or last) recording, once one started.
 pub fn agent_state() -> Option<&'static State> {
     AGENT.state()
@@ -253,7 +274,7 @@ pub fn agent_state() -> Option<&'static State> {
 /// Options, shared file, configuration: everything that can fail before recording.
 /// On success the buffer file is the current recording's.
 fn start(jvmti: Jvmti, options: &str, mode: LoadMode) -> Result<State, Refusal> {
-    let options = parse_options(options)
+    let options = AgentOptions::decode(options)
         .map_err(|e| Refusal::new(attach_codes::BAD_OPTIONS, e.to_string()))?;
     let region = Region::open(&options.shm).map_err(|e| {
         Refusal::new(
@@ -264,7 +285,7 @@ fn start(jvmti: Jvmti, options: &str, mode: LoadMode) -> Result<State, Refusal> 
     // Ids above every id an earlier recording handed out (see `probe::FIRST_ID`).
     let first_id = region.raise_method_ids_to(probe::next_floor());
     clock::select(region.clock());
-    let config_text = region.config();
+    let config = region.config();
     buffers::start_recording(region);
     let region = buffers::region().expect("the recording just started");
     probe::set_first_id(first_id);
@@ -280,7 +301,7 @@ fn start(jvmti: Jvmti, options: &str, mode: LoadMode) -> Result<State, Refusal> 
         buffers::end_recording();
         Refusal::new(attach_codes::BAD_CONFIG, what)
     };
-    let config = parse_config(&config_text).map_err(|e| refuse(e.to_string()))?;
+    let config = config.map_err(|e| refuse(e.to_string()))?;
     let filter = MethodFilter::parse(&config.methods).map_err(|e| {
         refuse(format!(
             "bad methods filter in the buffer file's configuration: {e}"

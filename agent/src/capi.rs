@@ -231,6 +231,7 @@ pub extern "C" fn sonda_recording() -> c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonda_shm::config::{AgentConfig, Mode};
     use sonda_shm::records::{decode, ENTER, LEAVE, USER};
     use sonda_shm::{Clock, Geometry, Region};
     use sonda_trace::codec::{Item, Items};
@@ -259,14 +260,18 @@ mod tests {
             ring_len: 4096,
             meta_len: 1 << 16,
         };
+        let config = AgentConfig {
+            mode: Some(Mode::Attach),
+            ..AgentConfig::default()
+        };
         let paths = [dir.path().join("a.buf"), dir.path().join("b.buf")];
         let files: Vec<Region> = paths
             .iter()
-            .map(|p| Region::create(p, geo, Clock::Monotonic, "mode=attach\n").unwrap())
+            .map(|p| Region::create(p, geo, Clock::Monotonic, &config).unwrap())
             .collect();
         assert_eq!(sonda_recording(), 0);
-        // SAFETY (all calls below): NUL-terminated literals.
         assert_eq!(
+            // SAFETY: a NUL-terminated literal (so are the strings of the calls below).
             unsafe { sonda_region(c"parse".as_ptr()) },
             0,
             "nothing records"
@@ -275,12 +280,18 @@ mod tests {
         crate::clock::select(Clock::Monotonic);
         buffers::start_recording(Region::open(&paths[0]).unwrap());
         assert_eq!(sonda_recording(), 1);
+        // SAFETY: a NUL-terminated literal.
         let id = unsafe { sonda_region(c"parse".as_ptr()) };
         assert!(id > 0);
+        // SAFETY: a NUL-terminated literal.
         assert_eq!(unsafe { sonda_region(c"parse".as_ptr()) }, id);
+        // SAFETY: a null name, which the API refuses.
         assert_eq!(unsafe { sonda_region(std::ptr::null()) }, 0);
+        // SAFETY: a NUL-terminated literal.
         unsafe { sonda_event_type_name(3, c"depth".as_ptr()) };
+        // SAFETY: a NUL-terminated literal.
         unsafe { sonda_event_value_name(3, 1, c"one".as_ptr()) };
+        // SAFETY: a NUL-terminated literal.
         unsafe { sonda_thread_name(c"parser".as_ptr()) };
         sonda_region_enter(id);
         sonda_event(3, 1);

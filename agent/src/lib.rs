@@ -9,11 +9,13 @@
 //! and never stops the JVM: when something is wrong it says so in one `sonda:` line on
 //! stderr (or a warning in the trace) and the application runs unchanged.
 //!
-//! Modules, one concern each: `jvmti` (all JVM glue and its `unsafe`), `options`,
-//! `buffers` (per-thread rings), `clock`, `events` (what each JVMTI event does),
-//! `threads` (naming), `probe` (the hot-path natives), `transform` (ClassFileLoadHook
-//! and retransformation, with `class_files` to look into classes before), `stop` (the collector's stop request), `monitors`, `meta` and
-//! `counters` (the metadata log), `os` (system calls), `agent` (start-up and state).
+//! Modules, one concern each: `jvmti` (all JVM glue and its `unsafe`), `buffers`
+//! (per-thread rings), `clock`, `events` (what each JVMTI event does), `threads`
+//! (naming), `probe` (the hot-path natives), `transform` (ClassFileLoadHook and
+//! retransformation, with `class_files` to look into classes before), `stop` (the
+//! collector's stop request), `monitors`, `meta` and `counters` (the metadata log), `os`
+//! (system calls), `agent` (start-up and state). The option string and the collector's
+//! configuration are decoded by `sonda_shm::config`, beside their encoders.
 //!
 //! The same library is sonda's C API (`include/sonda.h`, module `capi`) and the target
 //! of the compiler's function hooks (`-finstrument-functions`): `hooks` (with
@@ -35,7 +37,6 @@ mod mappings;
 mod meta;
 mod monitors;
 mod native;
-pub mod options;
 mod os;
 mod probe;
 mod stop;

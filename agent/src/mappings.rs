@@ -12,7 +12,7 @@
 //! A library loaded after a thread's first record and used only by threads that
 //! recorded before is the collector's to add: it reads `/proc/<pid>/maps` when a
 //! function address falls outside every mapping it knows of
-//! (`collector/src/agent/maps.rs`), which works while the process lives.
+//! (`recorder/src/agent/maps.rs`), which works while the process lives.
 
 use std::collections::BTreeSet;
 use std::ffi::{c_int, c_void, CStr};

@@ -81,7 +81,7 @@ impl fmt::Display for AttachError {
                 our_uid,
             } => write!(
                 f,
-                "JVM {pid} runs as user {target_uid} and we run as user {our_uid}; \
+                "process {pid} runs as user {target_uid} and we run as user {our_uid}; \
                  attach as that user or as root"
             ),
             AttachError::SignalsDisabled(pid) => write!(
@@ -167,7 +167,7 @@ mod tests {
         }
         assert_eq!(
             all[2].to_string(),
-            "JVM 3 runs as user 0 and we run as user 65534; attach as that user or as root"
+            "process 3 runs as user 0 and we run as user 65534; attach as that user or as root"
         );
         assert_eq!(
             all[4].to_string(),

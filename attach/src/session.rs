@@ -85,9 +85,35 @@ enum Attempt {
     Busy,
 }
 
-fn try_connect(path: &Path, identity: &Identity) -> Result<Attempt, AttachError> {
+/// Connects to the JVM's socket at `path`. A socket there that is not the JVM's (made
+/// before the JVM made its own, which the JVM would then fail to do) gets no request:
+/// another process listens on it, or we may not even connect to it as the JVM's user.
+/// Root removes it (a name in the JVM's `/tmp`, never followed), so that the JVM can
+/// start its listener; anyone else stops there, naming it.
+fn try_connect(path: &Path, identity: &Identity, jvm: u32) -> Result<Attempt, AttachError> {
+    let not_the_jvms = |whose: String| -> Result<Attempt, AttachError> {
+        if sys::effective_uid() != 0 {
+            return Err(AttachError::Protocol(format!(
+                "{} is {whose}, not JVM {jvm}'s: refusing to use it",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| AttachError::io(format!("removing {} ({whose})", path.display()), e))?;
+        Ok(Attempt::NotListening)
+    };
     match identity.run(|| sys::connect_unix(path)) {
-        Ok(stream) => Ok(Attempt::Connected(stream)),
+        Ok(stream) => match sys::peer_pid(&stream) {
+            Ok(peer) if peer == jvm => Ok(Attempt::Connected(stream)),
+            Ok(peer) => not_the_jvms(format!("process {peer}'s socket")),
+            Err(e) => Err(AttachError::io(
+                format!("asking who listens on {}", path.display()),
+                e,
+            )),
+        },
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            not_the_jvms("a socket the JVM's user may not use".to_string())
+        }
         Err(e) => match e.kind() {
             io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => Ok(Attempt::NotListening),
             io::ErrorKind::WouldBlock => Ok(Attempt::Busy),
@@ -101,7 +127,7 @@ fn try_connect(path: &Path, identity: &Identity) -> Result<Attempt, AttachError>
 
 fn connect(target: &Target, identity: &Identity, deadline: Instant) -> Result<UnixStream, Wait> {
     let socket = target.socket_path();
-    let first = match try_connect(&socket, identity)? {
+    let first = match try_connect(&socket, identity, target.pid())? {
         Attempt::Connected(stream) => return Ok(stream),
         other => other,
     };
@@ -122,7 +148,7 @@ fn connect(target: &Target, identity: &Identity, deadline: Instant) -> Result<Un
             return Err(Wait::Deadline);
         }
         process.sleep_unless_exited(step.min(left))?;
-        if let Attempt::Connected(stream) = try_connect(&socket, identity)? {
+        if let Attempt::Connected(stream) = try_connect(&socket, identity, target.pid())? {
             return Ok(stream);
         }
         step = (step + POLL_STEP).min(POLL_MAX);

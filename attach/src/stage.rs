@@ -3,16 +3,22 @@
 //! The JVM opens the library itself, with its own uid and mount namespace. A path that
 //! only we can see (another mount namespace, a container, a chroot) or read (a JVM of
 //! another user, an agent under root's home) must be copied first. The copy goes to
-//! `<JVM's /tmp>/sonda-<uid>-<content hash>/<file name>`, mode 0644 in a 0755
-//! directory, created as the JVM's user (root acting as that user, see `identity`): a
-//! container's tmpfs may not even accept files owned by a user it cannot map, and the
-//! JVM's user can change its own JVM anyway, while other users cannot change the copy.
+//! `<JVM's /tmp>/sonda-<uid>-<content hash>/<file name>`, mode 0600 in a 0700
+//! directory (only the JVM's user, who loads it, may read it), created as the JVM's
+//! user (root acting as that user, see `identity`): a container's tmpfs may not even
+//! accept files owned by a user it cannot map, and the JVM's user can change its own
+//! JVM anyway, while other users cannot change the copy.
 //!
 //! The JVM's `/tmp` may be controlled by hostile processes in the container, so nothing
 //! there is trusted: the directory is opened without following symlinks and must belong
 //! to the expected user and not be writable by others, and the file is written under a
-//! fresh name (`O_EXCL`) and renamed into place. The copy is left behind: a loaded agent
-//! stays mapped until the JVM exits, and a later attach reuses the directory.
+//! fresh name (`O_EXCL`) and renamed into place. A directory of that name that fails
+//! the check (another user planted it, or a symlink) does not stop the attach: the copy
+//! goes to a fresh directory of an unpredictable name (`sonda-<uid>-<hash>-<random>`)
+//! instead. The copy is left behind: a loaded agent stays mapped until the JVM exits,
+//! and a later attach loads the same path again (HotSpot then finds the library it
+//! already has): the copy this JVM already maps, wherever it is, else the usual
+//! directory.
 //!
 //! Limits: the copy only helps if the library's own dependencies (glibc) exist in the
 //! container, and if its `/tmp` is not mounted `noexec` (then `dlopen` fails and
@@ -47,46 +53,158 @@ pub fn stage_agent(target: &Target, agent: &Path) -> Result<PathBuf, AttachError
     let name = canonical.file_name().ok_or_else(|| {
         AttachError::InvalidRequest(format!("{} is not a file", canonical.display()))
     })?;
-    let dir_name = format!("sonda-{}-{:016x}", identity.file_owner(), fnv1a(&bytes));
+    let owner = identity.file_owner();
+    let dir_name = format!("sonda-{owner}-{:016x}", fnv1a(&bytes));
+    let tmp_seen = target.path_in_target(target.tmp());
+    // Read as ourselves: the JVM's memory map needs ptrace access.
+    let loaded = loaded_copies(target.pid(), &tmp_seen, &dir_name, Path::new(name));
     let _switched = identity
         .assume()
         .map_err(|e| AttachError::io("acting as the JVM's user", e))?;
-    let ours = copy_into(
+    // The copy this JVM loaded at an earlier attach, if it is still sound.
+    if let Some(loaded) = loaded.into_iter().find_map(|theirs| {
+        let ours = target.tmp().join(theirs.strip_prefix(&tmp_seen).ok()?);
+        let dir = ours.parent()?.file_name()?.to_str()?.to_owned();
+        copy_into(
+            target.tmp(),
+            &dir,
+            Path::new(name),
+            &bytes,
+            owner,
+            Existing::Reuse,
+        )
+        .ok()
+        .map(|_| theirs)
+    }) {
+        return Ok(loaded);
+    }
+    let ours = match copy_into(
         target.tmp(),
         &dir_name,
         Path::new(name),
         &bytes,
-        identity.file_owner(),
-    )?;
+        owner,
+        Existing::Reuse,
+    ) {
+        Ok(ours) => ours,
+        // Someone else's, or not a directory: a fresh one nobody can have planted.
+        Err(Staging::Untrusted(_)) => fresh_copy(target.tmp(), &dir_name, name, &bytes, owner)?,
+        Err(Staging::Failed(e)) => return Err(e),
+    };
     Ok(target.path_in_target(&ours))
 }
 
-/// Copies `bytes` to `<tmp>/<dir_name>/<name>` safely; returns that path. The
-/// directory must end up owned by `owner`.
+/// Copies into a new directory `<dir_name>-<random>`.
+fn fresh_copy(
+    tmp: &Path,
+    dir_name: &str,
+    name: &std::ffi::OsStr,
+    bytes: &[u8],
+    owner: u32,
+) -> Result<PathBuf, AttachError> {
+    let mut last = None;
+    for _ in 0..8 {
+        let fresh = format!("{dir_name}-{:016x}", random_u64());
+        match copy_into(tmp, &fresh, Path::new(name), bytes, owner, Existing::Refuse) {
+            Ok(ours) => return Ok(ours),
+            Err(Staging::Untrusted(e) | Staging::Failed(e)) => last = Some(e),
+        }
+    }
+    Err(last.expect("tried at least once"))
+}
+
+/// The paths (as the JVM sees them) of copies of the agent that process `pid` maps:
+/// `<tmp>/<dir_name>[-<random>]/<name>`.
+fn loaded_copies(pid: u32, tmp: &Path, dir_name: &str, name: &Path) -> Vec<PathBuf> {
+    let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = Vec::new();
+    for line in maps.lines() {
+        let Some(path) = line.splitn(6, char::is_whitespace).nth(5).map(str::trim) else {
+            continue;
+        };
+        let path = Path::new(path);
+        let dir_ok = path.parent().is_some_and(|d| {
+            d.parent() == Some(tmp)
+                && d.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n == dir_name
+                        || n.strip_prefix(dir_name)
+                            .and_then(|r| r.strip_prefix('-'))
+                            .is_some_and(|r| {
+                                r.len() == 16 && r.bytes().all(|b| b.is_ascii_hexdigit())
+                            })
+                })
+        });
+        if dir_ok && path.file_name() == Some(name.as_os_str()) && !found.iter().any(|f| f == path)
+        {
+            found.push(path.to_path_buf());
+        }
+    }
+    found
+}
+
+/// What to do with a directory that already exists.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Existing {
+    /// Use it if it is trustworthy.
+    Reuse,
+    /// It must be new.
+    Refuse,
+}
+
+/// Why a copy was not made.
+#[derive(Debug)]
+enum Staging {
+    /// The directory exists and is not ours to trust (or not a directory).
+    Untrusted(AttachError),
+    /// Anything else.
+    Failed(AttachError),
+}
+
+impl std::fmt::Display for Staging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Staging::Untrusted(e) | Staging::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Copies `bytes` to `<tmp>/<dir_name>/<name>` safely (unless the file there already
+/// holds them); returns that path. The directory must end up owned by `owner`.
 fn copy_into(
     tmp: &Path,
     dir_name: &str,
     name: &Path,
     bytes: &[u8],
     owner: u32,
-) -> Result<PathBuf, AttachError> {
-    let err = |what: String| move |e: io::Error| AttachError::io(what, e);
-    let tmp_dir = open_dir_nofollow(tmp).map_err(err(format!("opening {}", tmp.display())))?;
+    existing: Existing,
+) -> Result<PathBuf, Staging> {
+    let failed = |what: String| move |e: io::Error| Staging::Failed(AttachError::io(what, e));
+    let tmp_dir = open_dir_nofollow(tmp).map_err(failed(format!("opening {}", tmp.display())))?;
     let dir_path = tmp.join(dir_name);
     // Through /proc/self/fd: the directory we opened, whatever happens to its path.
     let via_tmp = fd_path(&tmp_dir).join(dir_name);
-    match DirBuilder::new().mode(0o755).create(&via_tmp) {
+    match DirBuilder::new().mode(0o700).create(&via_tmp) {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(err(format!("creating {}", dir_path.display()))(e)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && existing == Existing::Reuse => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(Staging::Untrusted(AttachError::io(
+                format!("creating {}", dir_path.display()),
+                e,
+            )))
+        }
+        Err(e) => return Err(failed(format!("creating {}", dir_path.display()))(e)),
     }
-    let dir =
-        open_dir_nofollow(&via_tmp).map_err(err(format!("opening {}", dir_path.display())))?;
+    let untrusted = |what: String| move |e: io::Error| Staging::Untrusted(AttachError::io(what, e));
+    // A symlink or a file at that name: not ours.
+    let dir = open_dir_nofollow(&via_tmp)
+        .map_err(untrusted(format!("opening {}", dir_path.display())))?;
     let meta = dir
         .metadata()
-        .map_err(err(format!("inspecting {}", dir_path.display())))?;
+        .map_err(failed(format!("inspecting {}", dir_path.display())))?;
     if meta.uid() != owner || meta.mode() & 0o022 != 0 {
-        return Err(AttachError::io(
+        return Err(Staging::Untrusted(AttachError::io(
             format!(
                 "refusing {}: owned by uid {} with mode {:o}, expected uid {owner} and no \
                  write access for others",
@@ -95,13 +213,20 @@ fn copy_into(
                 meta.mode() & 0o7777
             ),
             io::Error::from(io::ErrorKind::PermissionDenied),
-        ));
+        )));
     }
-    // The umask may have narrowed the mode; the JVM's user needs to search it.
-    dir.set_permissions(fs::Permissions::from_mode(0o755))
-        .map_err(err(format!("chmod {}", dir_path.display())))?;
+    // Only the JVM's user may read the copy (older sondas made the directory 0755).
+    dir.set_permissions(fs::Permissions::from_mode(0o700))
+        .map_err(failed(format!("chmod {}", dir_path.display())))?;
 
     let via_dir = fd_path(&dir);
+    let target = via_dir.join(name);
+    if fs::symlink_metadata(&target).is_ok_and(|m| m.is_file() && m.uid() == owner)
+        && fs::read(&target).is_ok_and(|old| old == bytes)
+    {
+        let _ = fs::set_permissions(&target, fs::Permissions::from_mode(0o600));
+        return Ok(dir_path.join(name));
+    }
     let temp_name = format!(".{}.{}.tmp", name.display(), std::process::id());
     let temp = via_dir.join(&temp_name);
     let _ = fs::remove_file(&temp);
@@ -109,16 +234,17 @@ fn copy_into(
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o644)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&temp)?;
         file.write_all(bytes)?;
-        file.set_permissions(fs::Permissions::from_mode(0o644))?;
+        file.set_permissions(fs::Permissions::from_mode(0o600))?;
         file.sync_all()?;
-        fs::rename(&temp, via_dir.join(name))
+        fs::rename(&temp, &target)
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&temp);
-        return Err(err(format!("writing {}", dir_path.join(name).display()))(e));
+        return Err(failed(format!("writing {}", dir_path.join(name).display()))(e));
     }
     Ok(dir_path.join(name))
 }
@@ -141,6 +267,21 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// 64 bits nobody can guess in advance, for the fresh directory's name.
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    if File::open("/dev/urandom")
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut bytes))
+        .is_err()
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        return now ^ u64::from(std::process::id()).rotate_left(32);
+    }
+    u64::from_ne_bytes(bytes)
 }
 
 #[cfg(test)]
@@ -167,19 +308,27 @@ mod tests {
         assert_eq!(fnv1a(b"foobar"), 0x85944171f73967e8);
     }
 
+    fn copy(tmp: &Path, dir: &str, bytes: &[u8]) -> Result<PathBuf, Staging> {
+        copy_into(tmp, dir, Path::new("libx.so"), bytes, me(), Existing::Reuse)
+    }
+
     #[test]
-    fn copies_with_readable_modes_and_reuses_the_directory() {
+    fn copies_for_the_owner_alone_and_reuses_the_directory() {
         let tmp = scratch("copy");
-        let out = copy_into(&tmp, "sonda-1", Path::new("libx.so"), b"hello", me()).unwrap();
+        let out = copy(&tmp, "sonda-1", b"hello").unwrap();
         assert_eq!(out, tmp.join("sonda-1/libx.so"));
         assert_eq!(fs::read(&out).unwrap(), b"hello");
-        assert_eq!(fs::metadata(&out).unwrap().mode() & 0o777, 0o644);
+        assert_eq!(fs::metadata(&out).unwrap().mode() & 0o777, 0o600);
         assert_eq!(
             fs::metadata(tmp.join("sonda-1")).unwrap().mode() & 0o777,
-            0o755
+            0o700
         );
-        let again = copy_into(&tmp, "sonda-1", Path::new("libx.so"), b"hello", me()).unwrap();
+        let inode = fs::metadata(&out).unwrap().ino();
+        let again = copy(&tmp, "sonda-1", b"hello").unwrap();
         assert_eq!(again, out);
+        assert_eq!(fs::metadata(&out).unwrap().ino(), inode, "left as it was");
+        copy(&tmp, "sonda-1", b"other").unwrap();
+        assert_eq!(fs::read(&out).unwrap(), b"other");
         assert_eq!(
             fs::read_dir(tmp.join("sonda-1")).unwrap().count(),
             1,
@@ -193,7 +342,10 @@ mod tests {
         let tmp = scratch("hostile");
         let elsewhere = scratch("elsewhere");
         symlink(&elsewhere, tmp.join("sonda-2")).unwrap();
-        assert!(copy_into(&tmp, "sonda-2", Path::new("libx.so"), b"x", me()).is_err());
+        assert!(matches!(
+            copy(&tmp, "sonda-2", b"x"),
+            Err(Staging::Untrusted(_))
+        ));
         assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
 
         DirBuilder::new()
@@ -201,9 +353,47 @@ mod tests {
             .create(tmp.join("sonda-3"))
             .unwrap();
         fs::set_permissions(tmp.join("sonda-3"), fs::Permissions::from_mode(0o777)).unwrap();
-        let e = copy_into(&tmp, "sonda-3", Path::new("libx.so"), b"x", me()).unwrap_err();
+        let e = copy(&tmp, "sonda-3", b"x").unwrap_err();
+        assert!(matches!(e, Staging::Untrusted(_)));
         assert!(e.to_string().contains("refusing"), "{e}");
+        // A fresh directory of its own instead.
+        let fresh = fresh_copy(&tmp, "sonda-3", "libx.so".as_ref(), b"x", me()).unwrap();
+        let dir = fresh
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(
+            dir.starts_with("sonda-3-") && dir.len() == "sonda-3-".len() + 16,
+            "{dir}"
+        );
+        assert_eq!(fs::read(&fresh).unwrap(), b"x");
         fs::remove_dir_all(&tmp).unwrap();
         fs::remove_dir_all(&elsewhere).unwrap();
+    }
+
+    #[test]
+    fn finds_the_copies_a_process_maps() {
+        // This test binary maps itself; pretend its directory is "/tmp" of a JVM.
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap();
+        let name = dir.file_name().unwrap().to_str().unwrap();
+        let found = loaded_copies(
+            std::process::id(),
+            dir.parent().unwrap(),
+            name,
+            Path::new(exe.file_name().unwrap()),
+        );
+        // `deps` is no `<name>-<16 hex>` either way: found by its exact name only.
+        assert_eq!(found, std::slice::from_ref(&exe));
+        assert!(loaded_copies(
+            std::process::id(),
+            dir.parent().unwrap(),
+            "x",
+            Path::new("y")
+        )
+        .is_empty());
     }
 }

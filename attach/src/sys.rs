@@ -6,7 +6,8 @@
 //! - pidfds, to signal and watch exactly the process we inspected even if its pid is
 //!   reused;
 //! - a non-blocking `connect` on a UNIX socket: a JVM that stopped accepting leaves the
-//!   listen backlog full, and a blocking `connect` would then hang past any deadline.
+//!   listen backlog full, and a blocking `connect` would then hang past any deadline;
+//! - the pid of a socket's peer (`SO_PEERCRED`), to talk to the JVM and no impostor.
 
 use std::io;
 use std::marker::PhantomData;
@@ -212,6 +213,29 @@ pub(crate) fn connect_unix(path: &Path) -> io::Result<UnixStream> {
     Ok(stream)
 }
 
+/// The pid (in our pid namespace) of the process at the other end of `stream`: for a
+/// connection we made, the process that listens.
+pub(crate) fn peer_pid(stream: &UnixStream) -> io::Result<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid and writable for the call, `len` holds the
+    // buffer's size; the fd is the stream's, open for the call's duration.
+    check(unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    } as libc::c_long)?;
+    Ok(cred.pid as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,8 +245,7 @@ mod tests {
 
     #[test]
     fn credential_switch_is_per_thread_and_restored() {
-        if effective_uid() != 0 {
-            eprintln!("skipped: needs root");
+        if !sonda_tests::require_root() {
             return;
         }
         // A thread that exists before the switch (new threads inherit the creator's).
@@ -272,6 +295,9 @@ mod tests {
             io::ErrorKind::NotFound
         );
         let listener = UnixListener::bind(&path).unwrap();
+        let first = connect_unix(&path).unwrap();
+        assert_eq!(peer_pid(&first).unwrap(), std::process::id());
+        drop(first);
         // SAFETY: listen on a socket we own; it only shrinks the backlog.
         assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 1) }, 0);
         // Nobody accepts: connections pile up in the backlog until connect says EAGAIN.

@@ -60,33 +60,45 @@ impl Drop for TriggerFile {
 /// Creates `path` exclusively (never following a planted symlink) with the identity's
 /// owner, and checks the owner stuck: some file systems (NFS with root squash, some
 /// FUSE mounts) hand new files to another user, and HotSpot would ignore them.
+/// Whatever is at the name already (a stale trigger left by a crashed attacher, or a
+/// file or symlink another user planted, which HotSpot would not trust) is removed
+/// first (removing a name never follows a symlink): as the JVM's user, or as root when
+/// that user may not (another user's file in a sticky `/tmp`).
 fn create_trusted(path: &Path, identity: &Identity) -> io::Result<()> {
-    identity.run(|| {
-        let create = || {
+    let create = || {
+        identity.run(|| {
             OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(path)
-        };
-        let file = match create() {
-            // A stale trigger left by a crashed attacher: replace it with ours.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                fs::remove_file(path)?;
-                create()?
+        })
+    };
+    let mut tries = 0;
+    let file = loop {
+        match create() {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 3 => {
+                tries += 1;
+                if let Err(e) = identity.run(|| fs::remove_file(path)) {
+                    if crate::sys::effective_uid() != 0 {
+                        return Err(e);
+                    }
+                    fs::remove_file(path)?;
+                }
             }
-            other => other?,
-        };
-        let owner = file.metadata()?.uid();
-        drop(file);
-        if owner != identity.file_owner() {
-            let _ = fs::remove_file(path);
-            return Err(io::Error::other(format!(
-                "the file system gave it to uid {owner}, which the JVM would not trust"
-            )));
+            other => break other?,
         }
-        Ok(())
-    })
+    };
+    let owner = file.metadata()?.uid();
+    drop(file);
+    if owner != identity.file_owner() {
+        let _ = identity.run(|| fs::remove_file(path));
+        return Err(io::Error::other(format!(
+            "the file system gave it to uid {owner}, which the JVM would not trust"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -128,10 +140,29 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Another user's file at the name, in a sticky directory where the JVM's user may
+    /// not remove it: root removes it, and the trigger is the JVM user's.
+    #[test]
+    fn a_file_planted_by_another_user_does_not_stop_root() {
+        if !sonda_tests::require_root() {
+            return;
+        }
+        let open = scratch("planted", 0o1777);
+        let path = open.join(".attach_pid4");
+        fs::write(&path, b"").unwrap();
+        std::os::unix::fs::chown(&path, Some(12345), Some(12345)).unwrap();
+        let nobody = Identity::Target {
+            uid: 65534,
+            gid: 65534,
+        };
+        create_trusted(&path, &nobody).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().uid(), 65534);
+        fs::remove_dir_all(&open).unwrap();
+    }
+
     #[test]
     fn root_creates_it_as_the_jvm_user() {
-        if sys::effective_uid() != 0 {
-            eprintln!("skipped: needs root");
+        if !sonda_tests::require_root() {
             return;
         }
         let nobody = Identity::Target {

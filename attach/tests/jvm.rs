@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{needs_root, requirement, scratch, test_agent, Jvm, Placement};
+use common::{require, require_root, scratch, test_agent, Jvm, Placement};
 use sonda_attach::{execute, load_agent, stage_agent, AttachError, Target, DEFAULT_TIMEOUT};
 
 /// The thread dump SIGQUIT prints when it does not start the attach listener: its
@@ -149,7 +149,7 @@ fn loading_a_missing_library_gives_the_jvms_message() {
 
 #[test]
 fn a_real_agent_returns_its_agent_onattach_code() {
-    let Some(agent) = test_agent("a_real_agent_returns_its_agent_onattach_code") else {
+    let Some(agent) = test_agent() else {
         return;
     };
     let jvm = Jvm::start(Placement::Here, &[], &scratch("real-agent"));
@@ -201,9 +201,7 @@ fn a_process_that_is_not_a_jvm_is_never_signalled() {
 #[test]
 fn a_process_mapping_libjvm_without_handlers_is_not_signalled() {
     // A launcher that loaded libjvm.so but has not created the JVM: SIGQUIT would kill it.
-    let Some(mut host) =
-        common::jvm_host("a_process_mapping_libjvm_without_handlers_is_not_signalled")
-    else {
+    let Some(mut host) = common::jvm_host() else {
         return;
     };
     let target = Target::inspect(host.id()).unwrap();
@@ -347,7 +345,7 @@ fn probe_as_nobody(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn another_users_jvm_is_refused_before_any_signal() {
-    if !needs_root("another_users_jvm_is_refused_before_any_signal") {
+    if !require_root() {
         return;
     }
     let jvm = Jvm::start(Placement::Here, &[], &scratch("refused"));
@@ -357,7 +355,7 @@ fn another_users_jvm_is_refused_before_any_signal() {
     assert!(stderr.contains("PermissionDenied"), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "JVM {} runs as user 0 and we run as user 65534",
+            "process {} runs as user 0 and we run as user 65534",
             jvm.pid
         )),
         "{stderr}"
@@ -371,7 +369,7 @@ fn another_users_jvm_is_refused_before_any_signal() {
 
 #[test]
 fn a_user_attaches_to_its_own_jvm() {
-    if !needs_root("a_user_attaches_to_its_own_jvm") {
+    if !require_root() {
         return;
     }
     // The JVM's working directory is root's: the trigger falls back to /tmp.
@@ -391,7 +389,7 @@ fn a_user_attaches_to_its_own_jvm() {
 
 #[test]
 fn root_attaches_to_a_jvm_of_another_user() {
-    if !needs_root("root_attaches_to_a_jvm_of_another_user") {
+    if !require_root() {
         return;
     }
     let jvm = Jvm::start(Placement::Nobody, &[], &scratch("nobody-jvm"));
@@ -401,7 +399,7 @@ fn root_attaches_to_a_jvm_of_another_user() {
     assert!(reply.output.contains(&jvm.vm_version));
     no_trigger_left(&jvm, &target);
     // The agent is copied where nobody can read it, and loads.
-    if let Some(agent) = test_agent("root_attaches_to_a_jvm_of_another_user") {
+    if let Some(agent) = test_agent() {
         let staged = stage_agent(&target, agent).unwrap();
         assert!(
             staged.to_str().unwrap().starts_with("/tmp/sonda-65534-"),
@@ -409,7 +407,7 @@ fn root_attaches_to_a_jvm_of_another_user() {
             staged.display()
         );
         let meta = fs::metadata(staged.parent().unwrap()).unwrap();
-        assert_eq!((meta.uid(), meta.mode() & 0o777), (65534, 0o755));
+        assert_eq!((meta.uid(), meta.mode() & 0o777), (65534, 0o700));
         assert_eq!(
             load_agent(&target, &staged, "5", DEFAULT_TIMEOUT).unwrap(),
             5
@@ -419,7 +417,7 @@ fn root_attaches_to_a_jvm_of_another_user() {
 }
 
 fn container_test(test: &str, placement: Placement) {
-    if !needs_root(test) || !requirement(common::have("unshare"), test, "unshare") {
+    if !require_root() || !require("unshare", common::have("unshare")) {
         return;
     }
     let jvm = Jvm::start(placement, &[], &scratch(test));
@@ -443,7 +441,7 @@ fn container_test(test: &str, placement: Placement) {
     assert!(!Path::new("/tmp/.java_pid1").exists());
     no_trigger_left(&jvm, &target);
 
-    if let Some(agent) = test_agent(test) {
+    if let Some(agent) = test_agent() {
         let staged = stage_agent(&target, agent).unwrap();
         assert!(
             staged

@@ -1,9 +1,9 @@
 //! The `--methods` grammar and matcher, shared by the `sonda` CLI and the JVMTI agent.
 //!
 //! The CLI parses the user's patterns with [`MethodFilter::parse`] to report mistakes
-//! before anything starts, and passes them to the agent as `methods=` lines of the
-//! configuration text ([`MethodFilter::to_config_lines`]). The agent parses them back
-//! ([`MethodFilter::from_config_lines`]) and, in the ClassFileLoadHook, asks
+//! before anything starts, and passes them ([`MethodFilter::patterns`]) to the agent in
+//! its configuration (`sonda_shm::config::AgentConfig`). The agent parses them again
+//! with [`MethodFilter::parse`] and, in the ClassFileLoadHook, asks
 //! [`MethodFilter::class_may_match`] once per class (to skip most classes without
 //! parsing them) and [`MethodFilter::matches`] per method.
 //!
@@ -29,13 +29,11 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod config;
 mod descriptor;
 mod error;
 mod filter;
 mod glob;
 mod pattern;
 
-pub use config::KEY as CONFIG_KEY;
 pub use error::{FilterError, FilterErrorKind, Part};
 pub use filter::{MethodFilter, MethodRef};

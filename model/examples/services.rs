@@ -13,7 +13,10 @@ fn main() {
     if let Some(w) = args.get(2).and_then(|w| w.parse::<f64>().ok()) {
         opts = opts.with_window_ns((w * 1e9) as u64);
     }
-    let a = match sonda_model::analyze::analyze(std::path::Path::new(trace), &opts) {
+    let analysed = sonda_timeline::Trace::open(std::path::Path::new(trace))
+        .map_err(sonda_model::analyze::ServicesError::from)
+        .and_then(|t| sonda_model::analyze::analyze(t, &opts));
+    let a = match analysed {
         Ok(a) => a,
         Err(e) => {
             eprintln!("services: {e}");

@@ -1,21 +1,28 @@
 //! Reading a trace into [`Services`] figures: the one entry point of `sonda services`
 //! and `sonda model`.
 //!
-//! Two passes, as every exporter does: a metadata scan (names, counters, where the
-//! data ends), then one streaming pass of the records through the timeline, the
-//! per-call join and the collector.
+//! Two passes, as every view of a trace does: the metadata scan of
+//! [`Trace::open`] (names, counters, where the data ends), then one streaming
+//! pass of the records, driven by [`Trace::drive_with`], through the timeline,
+//! the per-call join and the collector.
 
+use std::convert::Infallible;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
 
 use rustc_hash::FxHashMap;
 use sonda_filter::{FilterError, MethodFilter, MethodRef};
 use sonda_timeline::names::method_labels;
-use sonda_timeline::{Feed, Frame, Timeline};
-use sonda_trace::{ReadError, Source, TraceMeta};
+use sonda_timeline::{
+    Consumer, DriveError, DriveOptions, Driven, Frame, Timeline, Trace, TraceError,
+};
+use sonda_trace::{ReadError, Record, Source, TraceMeta};
 
 use crate::collect::Collector;
-use crate::figures::{self, Checks, MethodName, Services, TraceFacts, SCHEMA, VERSION};
+use crate::figures::{
+    self, Checks, DamageFacts, MethodName, Services, SkippedFacts, TraceFacts, SCHEMA, VERSION,
+};
 use crate::join::{CallJoin, CallRecord, JoinStats};
 
 /// What to analyse. Build with `Options::default()` and the `with_` methods.
@@ -59,6 +66,9 @@ pub enum ServicesError {
         path: PathBuf,
         /// Whether methods were instrumented (but never called).
         instrumented: usize,
+        /// Where the records stopped being readable, if they did: the calls may lie
+        /// beyond.
+        damage: Option<ReadError>,
     },
     /// A `--methods` pattern is not in the filter grammar.
     Filter(FilterError),
@@ -70,16 +80,46 @@ pub enum ServicesError {
         patterns: Vec<String>,
         /// The methods the trace has calls of (first few).
         traced: Vec<String>,
+        /// Where the records stopped being readable, if they did.
+        damage: Option<ReadError>,
     },
     /// The window is zero.
     BadWindow,
+    /// The window would cut the trace into more than [`MAX_WINDOWS`] windows.
+    TooManyWindows {
+        /// The trace.
+        path: PathBuf,
+        /// The window (ns).
+        window_ns: u64,
+        /// The trace's span, origin to end (ns).
+        span_ns: u64,
+    },
 }
+
+/// Most windows `--window` may cut a trace into: each costs figures for every method
+/// (and memory while the trace is read), so a window far below the trace's length
+/// would run for minutes and exhaust memory.
+pub const MAX_WINDOWS: u64 = 10_000;
 
 impl fmt::Display for ServicesError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ServicesError::Read { path, source } => write!(f, "{}: {source}", path.display()),
-            ServicesError::NoMethods { path, instrumented } => {
+            ServicesError::NoMethods {
+                path,
+                instrumented,
+                damage: Some(damage),
+            } => write!(
+                f,
+                "{}: no traced method was called in the intact blocks of the damaged trace ({damage}; {instrumented} method{} instrumented)",
+                path.display(),
+                if *instrumented == 1 { "" } else { "s" }
+            ),
+            ServicesError::NoMethods {
+                path,
+                instrumented,
+                damage: None,
+            } => {
                 if *instrumented > 0 {
                     write!(f, "{}: no traced method was called ({instrumented} methods were instrumented, but the trace has no calls of them)", path.display())
                 } else {
@@ -88,15 +128,47 @@ impl fmt::Display for ServicesError {
             }
             ServicesError::Filter(e) => write!(f, "{e}"),
             ServicesError::AnnotationFilter(p) => write!(f, "--methods {p}: a trace does not record annotations; select traced methods by class and name"),
-            ServicesError::NoMatch { patterns, traced } => write!(
-                f,
-                "--methods {} matches no traced method (the trace has calls of: {})",
-                patterns.join(" "),
-                traced.join(", ")
-            ),
+            ServicesError::NoMatch {
+                patterns,
+                traced,
+                damage,
+            } => {
+                write!(
+                    f,
+                    "--methods {} matches no traced method (the trace has calls of: {})",
+                    patterns.join(" "),
+                    traced.join(", ")
+                )?;
+                match damage {
+                    Some(d) => write!(f, "; the damaged stretches were skipped ({d})"),
+                    None => Ok(()),
+                }
+            }
             ServicesError::BadWindow => write!(f, "--window must be longer than 0 s"),
+            ServicesError::TooManyWindows {
+                path,
+                window_ns,
+                span_ns,
+            } => write!(
+                f,
+                "--window {} s cuts the {:.3} s of {} into {} windows, more than {MAX_WINDOWS}: use --window {} or more",
+                *window_ns as f64 / 1e9,
+                *span_ns as f64 / 1e9,
+                path.display(),
+                span_ns / window_ns + 1,
+                round_up_2_digits(span_ns.div_ceil(MAX_WINDOWS - 1)) as f64 / 1e9
+            ),
         }
     }
+}
+
+/// `ns` rounded up to two significant digits (19813 to 20000): a window to suggest.
+fn round_up_2_digits(ns: u64) -> u64 {
+    let mut unit = 1u64;
+    while ns / unit >= 100 {
+        unit *= 10;
+    }
+    ns.div_ceil(unit) * unit
 }
 
 impl std::error::Error for ServicesError {
@@ -141,31 +213,128 @@ impl Analysis {
     }
 }
 
-/// Reads the trace at `path` and computes its service figures.
-pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
-    let read_error = |source| ServicesError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    if opts.window_ns == Some(0) {
-        return Err(ServicesError::BadWindow);
+impl Options {
+    /// Checks the options without a trace: the window is not zero, the patterns are
+    /// in the filter grammar and select by name, not annotation. [`analyze`] checks
+    /// them first too; a command calls this before opening the trace, so that a bad
+    /// option is reported as such even when the trace is missing.
+    pub fn check(&self) -> Result<(), ServicesError> {
+        self.filter().map(drop)
     }
-    let filter = MethodFilter::parse(&opts.methods).map_err(ServicesError::Filter)?;
-    if filter.uses_annotations() {
-        let p = filter
-            .patterns()
+
+    fn filter(&self) -> Result<MethodFilter, ServicesError> {
+        if self.window_ns == Some(0) {
+            return Err(ServicesError::BadWindow);
+        }
+        let filter = MethodFilter::parse(&self.methods).map_err(ServicesError::Filter)?;
+        if filter.uses_annotations() {
+            let p = filter
+                .patterns()
+                .iter()
+                .find(|p| p.contains('@'))
+                .cloned()
+                .unwrap_or_default();
+            return Err(ServicesError::AnnotationFilter(p));
+        }
+        Ok(filter)
+    }
+}
+
+impl From<TraceError> for ServicesError {
+    fn from(e: TraceError) -> ServicesError {
+        ServicesError::Read {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
+/// The consumer of the pass: the join, its collector, and which methods were called.
+struct Analyzer<'a> {
+    join: CallJoin,
+    col: Collector,
+    ids: &'a [u32],
+    called: Vec<bool>,
+    any_call: bool,
+}
+
+impl Consumer for Analyzer<'_> {
+    type Sink = CallJoin;
+    type Error = Infallible;
+
+    fn sink(&mut self) -> &mut CallJoin {
+        &mut self.join
+    }
+
+    fn before(&mut self, _: &Timeline, record: &Record) -> ControlFlow<()> {
+        self.col.record(record);
+        if let sonda_trace::Event::Enter { method, .. } = record.event {
+            self.any_call = true;
+            if let Ok(i) = self.ids.binary_search(&method) {
+                self.called[i] = true;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn after(&mut self, timeline: &mut Timeline, _: &Record) -> Result<(), Infallible> {
+        self.join.settle(timeline, &mut self.col);
+        Ok(())
+    }
+
+    fn finished(&mut self, timeline: &mut Timeline) -> Result<(), Infallible> {
+        self.join.settle(timeline, &mut self.col);
+        Ok(())
+    }
+}
+
+/// What the figures leave out of a damaged trace: the first damage, where the pass
+/// stopped after `read` records, and everything the scan found skipped.
+fn damage_facts(first: &ReadError, read: u64, meta: &TraceMeta) -> DamageFacts {
+    DamageFacts {
+        first: first.to_string(),
+        first_at_byte: match first {
+            ReadError::Corrupt { offset, .. } | ReadError::Truncated { offset } => Some(*offset),
+            _ => None,
+        },
+        records_read: read,
+        records_intact: meta.records,
+        skipped: meta
+            .skipped
+            .regions
             .iter()
-            .find(|p| p.contains('@'))
-            .cloned()
-            .unwrap_or_default();
-        return Err(ServicesError::AnnotationFilter(p));
+            .map(|r| SkippedFacts {
+                offset: r.offset,
+                bytes: r.bytes,
+                blocks: r.blocks,
+                records: r.records,
+                reason: r.reason.clone(),
+            })
+            .collect(),
+        truncated_at_byte: meta.skipped.truncated,
     }
-    let mut meta = TraceMeta::scan(path).map_err(read_error)?;
+}
+
+/// Reads `trace` (opened with [`Trace::open`]) and computes its service figures.
+pub fn analyze(mut trace: Trace, opts: &Options) -> Result<Analysis, ServicesError> {
+    let filter = opts.filter()?;
+    let path = trace.path().to_path_buf();
     // Native functions are stored by address: give them their symbol names, so that a
     // filter such as `::c_inner` selects them like Java methods.
-    sonda_timeline::names::name_native_functions(&mut meta);
-    let labels = method_labels(&meta);
-    let source = meta.info.as_ref().map_or(Source::Tracepoints, |i| i.source);
+    sonda_timeline::names::name_native_functions(trace.meta_mut());
+    if let Some(window_ns) = opts.window_ns {
+        let span_ns = trace.end().since(trace.origin());
+        if span_ns / window_ns + 1 > MAX_WINDOWS {
+            return Err(ServicesError::TooManyWindows {
+                path,
+                window_ns,
+                span_ns,
+            });
+        }
+    }
+    let meta = trace.meta();
+    let labels = method_labels(meta);
+    let source = trace.source();
     let cpus = meta.info.as_ref().map_or(1, |i| i.cpus.max(1));
 
     // Every instrumented method is followed; the filter picks what is reported.
@@ -174,7 +343,7 @@ pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
     let selected_ids: Vec<u32> = ids
         .iter()
         .copied()
-        .filter(|id| filter.is_empty() || selects(&filter, &meta, *id))
+        .filter(|id| filter.is_empty() || selects(&filter, meta, *id))
         .collect();
     let mut selected: FxHashMap<Frame, usize> = FxHashMap::default();
     let mut names: Vec<MethodName> = Vec::new();
@@ -189,30 +358,49 @@ pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
         });
     }
 
-    let mut feed = Feed::open(path, &meta).map_err(read_error)?;
-    let threads: Vec<_> = meta.threads.values().cloned().collect();
-    let mut timeline = Timeline::new(feed.origin(), source, threads.iter().map(|t| t.tid));
-    let mut join = CallJoin::new(feed.origin(), threads.iter().map(|t| t.pid));
-    let mut col = Collector::new(selected, opts.window_ns.unwrap_or(u64::MAX));
-    let mut called = vec![false; ids.len()];
-    let mut any_call = false;
-    for record in feed.by_ref() {
-        if let sonda_trace::Event::Enter { method, .. } = record.event {
-            any_call = true;
-            if let Ok(i) = ids.binary_search(&method) {
-                called[i] = true;
-            }
-        }
-        join.push(&mut timeline, &record, &mut col);
-    }
-    let end = feed.end();
-    join.finish(&mut timeline, end, &mut col);
+    let mut analyzer = Analyzer {
+        join: CallJoin::new(trace.origin(), meta.threads.values().map(|t| t.pid)),
+        col: Collector::new(
+            selected,
+            opts.window_ns.unwrap_or(u64::MAX),
+            meta.threads.keys().copied(),
+        ),
+        ids: &ids,
+        called: vec![false; ids.len()],
+        any_call: false,
+    };
+    let driven = trace
+        .drive_with(&DriveOptions::default(), &mut analyzer)
+        .map_err(|e| match e {
+            DriveError::Read(source) => ServicesError::Read {
+                path: path.clone(),
+                source,
+            },
+            DriveError::Consumer(never) => match never {},
+        })?;
+    let Analyzer {
+        join,
+        mut col,
+        called,
+        any_call,
+        ..
+    } = analyzer;
+    let Driven {
+        meta,
+        timeline,
+        origin,
+        end,
+        damage,
+        records,
+        ..
+    } = driven;
     col.close();
 
     if !any_call {
         return Err(ServicesError::NoMethods {
-            path: path.to_path_buf(),
+            path,
             instrumented: meta.methods.len(),
+            damage,
         });
     }
     let has_calls = col.methods.iter().any(|m| !m.calls.is_empty());
@@ -232,6 +420,7 @@ pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
         return Err(ServicesError::NoMatch {
             patterns: opts.methods.clone(),
             traced,
+            damage,
         });
     };
 
@@ -244,8 +433,8 @@ pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
         unfinished += (before - m.calls.len()) as u64;
     }
     let last = col.last_exit.unwrap_or(end);
-    let origin = feed.origin();
     let whole = figures::window(&col, &names, origin, cpus, grid, None, last);
+    let background = figures::background(&col, &whole);
     let windows = match opts.window_ns {
         Some(_) => (0..=grid.index(last))
             .map(|i| figures::window(&col, &names, origin, cpus, grid, Some(i), last))
@@ -270,9 +459,13 @@ pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
             .to_string(),
             complete: meta.complete,
             duration_s: end.since(origin) as f64 / 1e9,
+            damage: damage
+                .as_ref()
+                .map(|first| damage_facts(first, records, &meta)),
         },
         whole,
         windows,
+        background,
         checks: Checks {
             cpu_disagreements: js.cpu_disagreements,
             unmatched_exits: js.unmatched_exits,
@@ -294,7 +487,6 @@ pub fn analyze(path: &Path, opts: &Options) -> Result<Analysis, ServicesError> {
         .values()
         .map(|t| (t.tid, t.name().to_string()))
         .collect();
-    let damage = feed.into_damage().or(meta.damage.take());
     Ok(Analysis {
         services,
         calls,

@@ -21,6 +21,7 @@ use rustc_hash::FxHashMap;
 use sonda_timeline::{CallEnter, Frame, Interval, ThreadState};
 use sonda_trace::{Pid, Time};
 
+use crate::foreign::Foreign;
 use crate::join::{CallRecord, CallSink};
 
 /// Per-window sums, indexed by window.
@@ -28,7 +29,7 @@ use crate::join::{CallRecord, CallSink};
 pub(crate) struct Bins(pub Vec<f64>);
 
 impl Bins {
-    fn add(&mut self, i: usize, v: f64) {
+    pub fn add(&mut self, i: usize, v: f64) {
         if self.0.len() <= i {
             self.0.resize(i + 1, 0.0);
         }
@@ -75,7 +76,7 @@ impl Grid {
     }
 
     /// Splits `[a, b)` at window boundaries: (window, ns) pieces.
-    fn split(&self, a: Time, b: Time, mut f: impl FnMut(usize, u64)) {
+    pub fn split(&self, a: Time, b: Time, mut f: impl FnMut(usize, u64)) {
         let mut t = a.max(self.start);
         while t < b {
             let i = self.index(t);
@@ -101,12 +102,19 @@ pub(crate) struct Collector {
     tail: Vec<(Pid, Time, Time)>,
     /// Processes that ran a selected method.
     pub pids: Vec<Pid>,
+    /// The CPU time of tasks the trace does not follow.
+    pub foreign: Foreign,
 }
 
 impl Collector {
     /// Gathers the calls of `selected` frames (index = position in the output), in
     /// windows of `width` ns (`u64::MAX`: one window).
-    pub fn new(selected: FxHashMap<Frame, usize>, width: u64) -> Collector {
+    /// `followed` are the threads the trace follows (the rest is foreign).
+    pub fn new(
+        selected: FxHashMap<Frame, usize>,
+        width: u64,
+        followed: impl IntoIterator<Item = sonda_trace::Tid>,
+    ) -> Collector {
         let n = selected.len();
         Collector {
             selected,
@@ -117,6 +125,29 @@ impl Collector {
             cpu: FxHashMap::default(),
             tail: Vec::new(),
             pids: Vec::new(),
+            foreign: Foreign::new(followed),
+        }
+    }
+
+    /// A record, before the timeline has it: kept switches feed the foreign-task
+    /// accounting.
+    pub fn record(&mut self, record: &sonda_trace::Record) {
+        if let sonda_trace::Event::Switch {
+            cpu,
+            prev,
+            prev_state,
+            next,
+        } = record.event
+        {
+            self.foreign.switch(
+                self.grid,
+                self.last_exit,
+                record.time,
+                cpu,
+                prev,
+                prev_state,
+                next,
+            );
         }
     }
 
@@ -139,6 +170,7 @@ impl Collector {
         let (Some(grid), Some(last)) = (self.grid, self.last_exit) else {
             return;
         };
+        self.foreign.close(grid, last);
         for (pid, a, b) in std::mem::take(&mut self.tail) {
             let from = a.max(last);
             if let Some(bins) = self.cpu.get_mut(&pid) {
@@ -160,6 +192,7 @@ impl CallSink for Collector {
         }
         self.last_exit = Some(call.end);
         self.tail.retain(|&(_, _, b)| b > call.end);
+        self.foreign.exit(call.end);
     }
 
     fn enter(&mut self, enter: &CallEnter, _pid: sonda_trace::Pid) {

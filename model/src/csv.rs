@@ -15,74 +15,84 @@ use crate::parts::{Component, Parts};
 pub const FIGURES_HEADER: &str = "window_begin_s,window_end_s,method,calls,throughput_per_s,arrival_rate_per_s,in_flight,scope,component,count,mean_ns,sd_ns,min_ns,p50_ns,p90_ns,p99_ns,max_ns,zero_fraction,best_fit,best_ks";
 
 /// The header of [`write_calls`].
-pub const CALLS_HEADER: &str = "method,tid,thread,depth,exit,begin_ns,end_ns,wall_ns,cpu_ns,runnable_ns,sleeping_ns,uninterruptible_ns,other_ns,monitor_ns,gc_ns,excl_wall_ns,excl_cpu_ns,excl_runnable_ns,excl_sleeping_ns,excl_uninterruptible_ns,excl_other_ns,excl_monitor_ns,excl_gc_ns";
+pub const CALLS_HEADER: &str = "method,tid,thread,depth,exit,begin_ns,end_ns,wall_ns,cpu_ns,runnable_ns,stolen_ns,sleeping_ns,uninterruptible_ns,other_ns,monitor_ns,gc_ns,excl_wall_ns,excl_cpu_ns,excl_runnable_ns,excl_stolen_ns,excl_sleeping_ns,excl_uninterruptible_ns,excl_other_ns,excl_monitor_ns,excl_gc_ns,blocked_phases";
 
-/// A CSV field: quoted when it holds a comma, quote or line break.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+/// The CSV writer: the `csv` crate quotes a field when it holds a comma, a quote or a
+/// line break (method and thread names may), and doubles its quotes.
+type Csv<'a> = csv::Writer<&'a mut dyn Write>;
+
+fn csv_writer(out: &mut dyn Write) -> Csv<'_> {
+    csv::WriterBuilder::new().from_writer(out)
+}
+
+/// An integer field.
+fn int(w: &mut Csv, v: impl itoa::Integer) -> csv::Result<()> {
+    w.write_field(itoa::Buffer::new().format(v))
 }
 
 /// Writes the figures: the whole period first, then each window.
 pub fn write_figures(s: &Services, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "{FIGURES_HEADER}")?;
-    for w in std::iter::once(&s.whole).chain(&s.windows) {
-        window(w, out)?;
+    let mut w = csv_writer(out);
+    w.write_record(FIGURES_HEADER.split(','))?;
+    for win in std::iter::once(&s.whole).chain(&s.windows) {
+        window(win, &mut w)?;
     }
-    Ok(())
+    w.flush()
 }
 
-fn window(w: &Window, out: &mut dyn Write) -> io::Result<()> {
-    for m in &w.methods {
-        let lead = format!(
-            "{:.6},{:.6},{},{},{:.6},{:.6},{:.6}",
-            w.begin_s,
-            w.end_s,
-            field(&m.method),
-            m.calls,
-            m.throughput_per_s,
-            m.arrival_rate_per_s,
-            m.little.in_flight
-        );
+fn window(win: &Window, w: &mut Csv) -> csv::Result<()> {
+    for m in &win.methods {
+        let lead = [
+            format!("{:.6}", win.begin_s),
+            format!("{:.6}", win.end_s),
+            m.method.clone(),
+            m.calls.to_string(),
+            format!("{:.6}", m.throughput_per_s),
+            format!("{:.6}", m.arrival_rate_per_s),
+            format!("{:.6}", m.little.in_flight),
+        ];
         let scopes = [("inclusive", &m.inclusive), ("exclusive", &m.exclusive)];
         for (scope, comps) in scopes {
             for c in Component::ALL {
                 let f = comps.get(c);
-                row(out, &lead, scope, c.key(), f)?;
+                row(w, &lead, scope, c.key(), f)?;
             }
         }
-        row(out, &lead, "arrivals", "interarrival", &m.interarrival)?;
+        row(w, &lead, "arrivals", "interarrival", &m.interarrival)?;
     }
     Ok(())
 }
 
 fn row(
-    out: &mut dyn Write,
-    lead: &str,
+    w: &mut Csv,
+    lead: &[String],
     scope: &str,
     component: &str,
     f: &crate::figures::ComponentFigures,
-) -> io::Result<()> {
+) -> csv::Result<()> {
     let s = &f.summary;
     let best = f.fits.as_ref().and_then(|ff| ff.fits().best().copied());
-    writeln!(
-        out,
-        "{lead},{scope},{component},{},{:.1},{:.1},{:.0},{:.1},{:.1},{:.1},{:.0},{:.6},{},{}",
-        s.count,
-        s.mean,
-        s.sd,
-        s.min,
-        s.p50,
-        s.p90,
-        s.p99,
-        s.max,
-        s.zero_fraction,
-        best.map_or("", |b| b.family.key()),
-        best.map_or(String::new(), |b| format!("{:.6}", b.ks)),
-    )
+    for field in lead {
+        w.write_field(field)?;
+    }
+    w.write_field(scope)?;
+    w.write_field(component)?;
+    int(w, s.count)?;
+    for field in [
+        format!("{:.1}", s.mean),
+        format!("{:.1}", s.sd),
+        format!("{:.0}", s.min),
+        format!("{:.1}", s.p50),
+        format!("{:.1}", s.p90),
+        format!("{:.1}", s.p99),
+        format!("{:.0}", s.max),
+        format!("{:.6}", s.zero_fraction),
+    ] {
+        w.write_field(field)?;
+    }
+    w.write_field(best.map_or("", |b| b.family.key()))?;
+    w.write_field(best.map_or(String::new(), |b| format!("{:.6}", b.ks)))?;
+    w.write_record(None::<&[u8]>)
 }
 
 fn exit_name(k: ExitKind) -> &'static str {
@@ -94,11 +104,21 @@ fn exit_name(k: ExitKind) -> &'static str {
     }
 }
 
-fn parts(p: &Parts) -> String {
-    format!(
-        "{},{},{},{},{},{},{},{}",
-        p.wall, p.cpu, p.runnable, p.sleeping, p.uninterruptible, p.other, p.monitor, p.gc
-    )
+fn parts(w: &mut Csv, p: &Parts) -> csv::Result<()> {
+    for v in [
+        p.wall,
+        p.cpu,
+        p.runnable,
+        p.stolen,
+        p.sleeping,
+        p.uninterruptible,
+        p.other,
+        p.monitor,
+        p.gc,
+    ] {
+        int(w, v)?;
+    }
+    Ok(())
 }
 
 /// Writes one row per call; times are the trace's clock (`CLOCK_MONOTONIC` ns).
@@ -107,25 +127,24 @@ pub fn write_calls<'a>(
     threads: &FxHashMap<Tid, String>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    writeln!(out, "{CALLS_HEADER}")?;
+    let mut w = csv_writer(out);
+    w.write_record(CALLS_HEADER.split(','))?;
     for (label, calls) in calls {
-        let label = field(label);
         for c in calls {
-            writeln!(
-                out,
-                "{label},{},{},{},{},{},{},{},{}",
-                c.tid.0,
-                field(threads.get(&c.tid).map_or("", |s| s.as_str())),
-                c.depth,
-                exit_name(c.kind),
-                c.begin.0,
-                c.end.0,
-                parts(&c.inclusive),
-                parts(&c.exclusive)
-            )?;
+            w.write_field(label)?;
+            int(&mut w, c.tid.0)?;
+            w.write_field(threads.get(&c.tid).map_or("", |s| s.as_str()))?;
+            int(&mut w, c.depth)?;
+            w.write_field(exit_name(c.kind))?;
+            int(&mut w, c.begin.0)?;
+            int(&mut w, c.end.0)?;
+            parts(&mut w, &c.inclusive)?;
+            parts(&mut w, &c.exclusive)?;
+            int(&mut w, c.blocked_phases)?;
+            w.write_record(None::<&[u8]>)?;
         }
     }
-    Ok(())
+    w.flush()
 }
 
 #[cfg(test)]
@@ -134,10 +153,65 @@ mod tests {
 
     #[test]
     fn fields_are_quoted_when_needed() {
-        assert_eq!(field("a.B::m"), "a.B::m");
-        assert_eq!(field("a.B::m(II)V,x"), "\"a.B::m(II)V,x\"");
-        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        use sonda_timeline::{Frame, ThreadIx};
+        use sonda_trace::{Pid, Time};
         assert_eq!(FIGURES_HEADER.split(',').count(), 20);
-        assert_eq!(CALLS_HEADER.split(',').count(), 23);
+        assert_eq!(CALLS_HEADER.split(',').count(), 26);
+        let parts = |wall| Parts {
+            wall,
+            cpu: wall,
+            ..Parts::default()
+        };
+        let call = |tid| CallRecord {
+            frame: Frame::Method(1),
+            thread: ThreadIx(0),
+            tid: Tid(tid),
+            pid: Pid(1),
+            begin: Time(10),
+            end: Time(30),
+            depth: 1,
+            kind: ExitKind::Normal,
+            inclusive: parts(20),
+            exclusive: parts(5),
+            blocked_phases: 1,
+        };
+        let calls = [call(7), call(8)];
+        let threads: FxHashMap<Tid, String> = [
+            (Tid(7), "pool-1, \"worker\"".to_string()),
+            (Tid(8), "main".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let mut out = Vec::new();
+        write_calls(
+            [
+                ("a.B::m(II)V,x", &calls[..1]),
+                ("say \"hi\"", &calls[1..]),
+                ("a.B::m", &calls[1..]),
+            ],
+            &threads,
+            &mut out,
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], CALLS_HEADER);
+        let tail = "1,normal,10,30,20,20,0,0,0,0,0,0,0,5,5,0,0,0,0,0,0,0,1";
+        assert_eq!(
+            lines[1],
+            format!("\"a.B::m(II)V,x\",7,\"pool-1, \"\"worker\"\"\",{tail}")
+        );
+        assert_eq!(lines[2], format!("\"say \"\"hi\"\"\",8,main,{tail}"));
+        assert_eq!(lines[3], format!("a.B::m,8,main,{tail}"));
+        assert_eq!(lines.len(), 4);
+        // A CSV reader gets the names back, every row as wide as the header.
+        let rows: Vec<csv::StringRecord> = csv::Reader::from_reader(text.as_bytes())
+            .records()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(&rows[0][0], "a.B::m(II)V,x");
+        assert_eq!(&rows[0][2], "pool-1, \"worker\"");
+        assert_eq!(&rows[1][0], "say \"hi\"");
+        assert!(rows.iter().all(|r| r.len() == 26));
     }
 }

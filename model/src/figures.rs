@@ -32,6 +32,9 @@ pub struct Services {
     pub whole: Window,
     /// The same figures per time window (empty without `--window`).
     pub windows: Vec<Window>,
+    /// The CPU load beside the selected methods, over the whole period: what a model
+    /// puts on the CPUs besides their calls.
+    pub background: Background,
     /// Self-checks and losses that bear on the figures.
     pub checks: Checks,
 }
@@ -51,6 +54,42 @@ pub struct TraceFacts {
     pub complete: bool,
     /// From the trace's origin to its end (s).
     pub duration_s: f64,
+    /// What could not be read, when the trace is damaged or cut short (`null` when
+    /// whole): the figures skip the damaged stretches and cover every intact block.
+    pub damage: Option<DamageFacts>,
+}
+
+/// What of a trace could not be read, and what the figures therefore leave out.
+#[derive(Clone, Debug, Serialize)]
+pub struct DamageFacts {
+    /// The first damage (the reader's message). The figures go on after it, at the
+    /// next intact block.
+    pub first: String,
+    /// Its byte offset in the file (`null` for a read error).
+    pub first_at_byte: Option<u64>,
+    /// Timed records the figures read: those of every intact block.
+    pub records_read: u64,
+    /// Timed records in the trace's intact blocks, after the damage too.
+    pub records_intact: u64,
+    /// Every damaged stretch the reader skipped, in file order.
+    pub skipped: Vec<SkippedFacts>,
+    /// Where the file ends inside a block (a recording cut short), if it does.
+    pub truncated_at_byte: Option<u64>,
+}
+
+/// One damaged stretch of a trace (`sonda_trace::SkippedRegion`).
+#[derive(Clone, Debug, Serialize)]
+pub struct SkippedFacts {
+    /// Byte offset of its first byte.
+    pub offset: u64,
+    /// Bytes skipped.
+    pub bytes: u64,
+    /// Blocks skipped, when their headers still say.
+    pub blocks: Option<u64>,
+    /// Timed records lost, when the skipped headers say.
+    pub records: Option<u64>,
+    /// What was wrong.
+    pub reason: String,
 }
 
 /// Self-checks and losses.
@@ -104,6 +143,27 @@ pub struct UtilisationLaw {
     /// `demand_cpus / process_cpus`: the share of the processes' CPU time the measured
     /// demands explain (the rest is GC, JIT, other threads, untraced code).
     pub explained_fraction: f64,
+    /// CPU time of the tasks the trace does not follow (other processes, the
+    /// collector, kernel threads), in CPUs, from the kernel's switch records.
+    pub other_cpus: f64,
+}
+
+/// The background load of the whole period, in CPUs (see `crate::foreign`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Background {
+    /// CPU time of the traced processes outside the selected methods' outermost calls
+    /// (GC, JIT, other threads, untraced code): `process_cpus - demand_cpus`, at least 0.
+    pub untraced_cpus: f64,
+    /// CPU time of tasks the trace does not follow, CPU-bound ones excluded.
+    pub other_cpus: f64,
+    /// The mean length of a stretch of CPU time of a task not followed (ns): the
+    /// service time of the model's background arrivals.
+    pub other_stretch_ns: f64,
+    /// Tasks not followed that were CPU-bound (always runnable, never seen asleep,
+    /// running a tenth of the period or more), by kernel thread id.
+    pub cpu_bound_tasks: Vec<u32>,
+    /// Their CPU time.
+    pub cpu_bound_cpus: f64,
 }
 
 /// Little's law for one method: calls in flight against throughput x response time.
@@ -180,6 +240,8 @@ pub struct Components {
     pub cpu: ComponentFigures,
     /// Runnable, waiting for a CPU.
     pub runnable: ComponentFigures,
+    /// On a CPU taken by the hypervisor (steal time).
+    pub stolen: ComponentFigures,
     /// Blocked: sleeping + uninterruptible.
     pub blocked: ComponentFigures,
     /// Interruptible sleep (S).
@@ -201,6 +263,7 @@ impl Components {
             Component::Wall => &self.wall,
             Component::Cpu => &self.cpu,
             Component::Runnable => &self.runnable,
+            Component::Stolen => &self.stolen,
             Component::Blocked => &self.blocked,
             Component::Sleeping => &self.sleeping,
             Component::Uninterruptible => &self.uninterruptible,
@@ -226,6 +289,7 @@ impl Components {
             wall: one(Component::Wall),
             cpu: one(Component::Cpu),
             runnable: one(Component::Runnable),
+            stolen: one(Component::Stolen),
             blocked: one(Component::Blocked),
             sleeping: one(Component::Sleeping),
             uninterruptible: one(Component::Uninterruptible),
@@ -377,8 +441,41 @@ pub(crate) fn window(
             } else {
                 0.0
             },
+            other_cpus: sum_bins(&col.foreign.busy) / 1e9 / duration_s,
         },
         methods,
+    }
+}
+
+/// The background load of the whole period `whole` (its figures already made).
+pub(crate) fn background(col: &Collector, whole: &Window) -> Background {
+    let period_ns = whole.duration_s * 1e9;
+    let bound = col.foreign.cpu_bound(period_ns);
+    let bound_ns: f64 = bound
+        .iter()
+        .map(|t| col.foreign.tasks[t].run_ns.max(0.0))
+        .sum();
+    let bound_cpus = bound_ns / period_ns;
+    let u = &whole.utilisation;
+    let other_ns = (col.foreign.busy.0.iter().sum::<f64>() - bound_ns).max(0.0);
+    let stretches = col.foreign.stretches
+        - bound
+            .iter()
+            .map(|t| {
+                let task = col.foreign.tasks[t];
+                (task.preempted + task.slept) as f64
+            })
+            .sum::<f64>();
+    Background {
+        untraced_cpus: (u.process_cpus - u.demand_cpus).max(0.0),
+        other_cpus: other_ns / period_ns,
+        other_stretch_ns: if stretches >= 1.0 {
+            other_ns / stretches
+        } else {
+            0.0
+        },
+        cpu_bound_tasks: bound.iter().map(|t| t.0).collect(),
+        cpu_bound_cpus: bound_cpus,
     }
 }
 

@@ -1,37 +1,40 @@
 //! `sonda model`: a JMT queueing model (JSIMgraph `.jsimg` XML) of the recorded run.
 //!
 //! ```text
-//!              λ_c (Poisson)       PS, servers = CPUs       p_c           delay (infinite servers)
-//!   Source ──────────────────▶ CPU ──────────────────────▶ Blocked ──────────────────▶ Sink
-//!                               │            1 - p_c                                    ▲
-//!                               └───────────────────────────────────────────────────────┘
+//!              λ_c (Poisson)       PS, servers = CPUs      (V_c - 1)/V_c        delay
+//!   Source ──────────────────▶ CPU ──────────────────────────────────▶ Blocked ──┐
+//!                               ▲  └── 1/V_c ──▶ Sink                             │
+//!                               └─────────────────────────────────────────────────┘
 //! ```
 //!
 //! - One open class per request method: a method with outermost calls (depth 1), its
 //!   measured arrival rate as a Poisson source (`Exponential(λ)` inter-arrival times).
+//! - Its structure follows the trace: a call that blocked `k` times (`S`/`D` between two
+//!   stretches on a CPU, [`CallRecord::blocked_phases`]) made `k + 1` CPU visits; the
+//!   class makes `V_c` visits on average, routed back from `Blocked` to the CPU.
 //! - `CPU`: processor sharing with as many servers as the machine's CPUs; each class's
-//!   service time is its CPU demand per call (the CPU part of its outermost calls),
-//!   the best fit among exponential, Erlang and lognormal (the families JMT and LINE's
-//!   analytic solvers both read; a gamma fit is represented by the Erlang of the
-//!   nearest integer shape), scaled to keep the measured mean exactly.
-//! - `Blocked`: a delay station with the class's blocked time (`S + D`). Calls that
-//!   never blocked skip it: the class goes there with probability `p_c` (the fraction
-//!   of its calls with blocked time > 0) and its service time there is the fit of the
-//!   positive blocked times, so the mean blocked time per call is kept.
+//!   service time per visit is its CPU demand per call split over its visits, the best
+//!   fit among exponential, Erlang and lognormal (the families JMT and LINE's analytic
+//!   solvers both read), scaled to keep the measured mean exactly.
+//! - `Blocked`: a delay station with the class's blocked time (`S + D`) per phase.
+//! - The background load beside the calls ([`BackgroundLoad`]): an open class for the
+//!   CPU time of untraced work and of tasks the trace does not follow, and a closed
+//!   class with one job per CPU-bound foreign task (always runnable: it takes its
+//!   share of the CPUs at any load, which arrivals would not).
 //!
-//! The approximation: a call's CPU bursts and sleeps interleave in reality, here they
-//! are one CPU visit then one delay. In an open network of PS and delay stations
-//! (product form) the mean response time does not depend on that order. Time waiting
-//! for a CPU is not an input: the PS station predicts it. The recorded run had a
-//! bounded worker pool and other threads (GC, JIT) using CPU; the model has neither.
+//! Time waiting for a CPU is not an input: the PS station predicts it. Left out: the
+//! recorded run's bounded worker pool, and group scheduling (autogroups).
 //!
 //! With [`ModelOptions::replayer`], service times are JMT `Replayer` distributions
 //! reading the measured per-call samples instead (JMT only: other readers ignore or
 //! refuse them). The sample files are written either way, one value in seconds a line.
 
-use std::fmt::Write as _;
-use std::io;
+use std::borrow::Cow;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
+use quick_xml::Writer;
 
 use crate::fit::{fit, Family, Params};
 use crate::join::CallRecord;
@@ -96,6 +99,32 @@ impl Service {
         }
     }
 
+    /// The same shape with mean `mean` (s): scale-free families rescaled, a lognormal
+    /// shifted; a Replayer as it is.
+    fn with_mean(self, mean: f64) -> Service {
+        match self {
+            Service::Fitted(Params::Exponential { .. }) => {
+                Service::Fitted(Params::Exponential { rate: 1.0 / mean })
+            }
+            Service::Fitted(Params::Erlang { phases, .. }) => Service::Fitted(Params::Erlang {
+                phases,
+                rate: phases as f64 / mean,
+            }),
+            Service::Fitted(Params::Gamma { shape, .. }) => Service::Fitted(Params::Gamma {
+                shape,
+                scale: mean / shape,
+            }),
+            Service::Fitted(Params::Lognormal { sigma, .. }) => {
+                Service::Fitted(Params::Lognormal {
+                    mu: mean.ln() - sigma * sigma / 2.0,
+                    sigma,
+                })
+            }
+            Service::Deterministic(_) => Service::Deterministic(mean),
+            r @ Service::Replayer(_) => r,
+        }
+    }
+
     /// The mean (s), when known without reading a file.
     pub fn mean(&self) -> Option<f64> {
         match self {
@@ -106,31 +135,73 @@ impl Service {
     }
 }
 
+/// How a class's jobs come and go.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Population {
+    /// Poisson arrivals at this rate (1/s), leaving when done.
+    Open {
+        /// Arrival rate (1/s).
+        rate: f64,
+    },
+    /// This many jobs, always in the system: CPU-bound tasks, which are back on the
+    /// run queue as soon as they leave a CPU.
+    Closed {
+        /// The number of jobs.
+        jobs: u32,
+    },
+}
+
 /// One class of the model.
 #[derive(Clone, Debug)]
 pub struct ModelClass {
-    /// Its name: the method's label.
+    /// Its name: the method's label, or a background class's name.
     pub name: String,
-    /// Arrival rate (1/s).
-    pub arrival_rate: f64,
-    /// Measured mean CPU demand per call (s).
+    /// Open with its arrival rate, or closed with its jobs.
+    pub population: Population,
+    /// Whether it stands for traced calls (else it is background load: untraced
+    /// threads of the traced processes and tasks the trace does not follow).
+    pub traced: bool,
+    /// Mean CPU visits per call: one more than its blocked phases.
+    pub visits: f64,
+    /// Measured mean CPU demand per call (s), over all its visits.
     pub cpu_mean: f64,
-    /// CPU service time.
+    /// CPU service time of one visit.
     pub cpu: Service,
-    /// Fraction of calls that blocked.
-    pub blocked_fraction: f64,
-    /// Measured mean blocked time of the calls that blocked (s).
+    /// Mean blocked phases per call (`visits - 1`).
+    pub blocked_phases: f64,
+    /// Measured mean blocked time per call (s), over all its phases.
     pub blocked_mean: f64,
-    /// Blocked time of those calls, when any did.
+    /// Blocked time of one phase, when any call blocked.
     pub blocked: Option<Service>,
     /// Measured mean wall time per call (s).
     pub wall_mean: f64,
     /// Calls measured.
     pub calls: u64,
-    /// The per-call CPU samples file.
+    /// The per-visit CPU samples file.
     pub cpu_samples: PathBuf,
-    /// The per-call blocked samples file (positive values only).
+    /// The per-phase blocked samples file.
     pub blocked_samples: PathBuf,
+}
+
+impl ModelClass {
+    /// The arrival rate of an open class (0 for a closed one).
+    pub fn arrival_rate(&self) -> f64 {
+        match self.population {
+            Population::Open { rate } => rate,
+            Population::Closed { .. } => 0.0,
+        }
+    }
+
+    /// The probability that a job leaving the CPU goes to block (else it is done).
+    fn to_blocked(&self) -> f64 {
+        match self.population {
+            Population::Closed { .. } => 1.0,
+            Population::Open { .. } if self.blocked.is_some() => {
+                (self.blocked_phases / self.visits).clamp(0.0, 1.0)
+            }
+            Population::Open { .. } => 0.0,
+        }
+    }
 }
 
 /// The model, ready to write.
@@ -142,69 +213,164 @@ pub struct Model {
     pub cpus: u16,
     /// The classes.
     pub classes: Vec<ModelClass>,
+    /// The per-call sample files the classes name, for the caller to write into the
+    /// samples directory (the model only names them: a Replayer reads them from there).
+    pub samples: Vec<SampleFile>,
+}
+
+/// One file of per-call samples: one value a line, seconds, in call order (as Replayer
+/// replays them).
+#[derive(Clone, Debug)]
+pub struct SampleFile {
+    /// Its file name in the samples directory.
+    pub name: String,
+    /// The samples, ns.
+    pub ns: Vec<u64>,
+}
+
+impl SampleFile {
+    /// Writes the samples to `out`.
+    pub fn write(&self, out: impl Write) -> io::Result<()> {
+        let mut out = io::BufWriter::new(out);
+        for v in &self.ns {
+            writeln!(out, "{:.9}", *v as f64 / 1e9)?;
+        }
+        out.flush()
+    }
+
+    /// Whether `name` is a file name sample files get (`NN-LABEL.cpu.txt`,
+    /// `NN-LABEL.blocked.txt`): what an old samples directory may hold to be replaced.
+    pub fn is_sample_name(name: &std::ffi::OsStr) -> bool {
+        let name = name.to_string_lossy();
+        let digits = name.bytes().take_while(u8::is_ascii_digit).count();
+        digits >= 2
+            && name[digits..].starts_with('-')
+            && (name.ends_with(".cpu.txt") || name.ends_with(".blocked.txt"))
+    }
+}
+
+/// The load beside the traced calls, as a model takes it (see
+/// [`crate::figures::Background`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BackgroundLoad {
+    /// CPU time of untraced work and of tasks not followed that sleep now and then,
+    /// in CPUs: an open class of Poisson arrivals.
+    pub open_cpus: f64,
+    /// The mean CPU stretch of that work (s): the open class's service time.
+    pub open_stretch_s: f64,
+    /// CPU-bound tasks not followed: a closed class with that many jobs.
+    pub cpu_bound: u32,
+}
+
+/// The name of the open background class.
+pub const BACKGROUND: &str = "background (untraced)";
+/// The name of the closed class of CPU-bound tasks.
+pub const CPU_BOUND: &str = "cpu-bound (untraced)";
+
+/// A background stretch when the trace shows none (s): a scheduler slice.
+const DEFAULT_STRETCH_S: f64 = 0.001;
+
+/// Splits `n` of something evenly into `k` parts whose sum is `n` (ns).
+fn split_even(n: u64, k: u64) -> impl Iterator<Item = u64> {
+    let k = k.max(1);
+    (0..k).map(move |i| n / k + u64::from(i < n % k))
 }
 
 /// Builds the model of `calls` (label, finished calls) observed for `duration_s`,
-/// with samples written next to `jsimg` in `STEM.samples/`.
+/// with samples named in `samples_dir` (absolute: a model is read from anywhere; see
+/// [`samples_dir`]), which the caller writes from [`Model::samples`]. Pure: it writes
+/// nothing.
+///
+/// A class's structure follows its calls: a call that blocked `k` times (sleep, I/O,
+/// a monitor: `S` or `D` between two stretches on a CPU) visits the CPU `k + 1`
+/// times and the blocked delay `k` times. The model routes a job from the CPU to the
+/// delay with probability `k̄ / (k̄ + 1)` and back, so it makes `k̄ + 1` CPU visits on
+/// average, each with `1 / (k̄ + 1)` of the class's CPU demand.
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     jsimg: &Path,
+    samples_dir: &Path,
     calls: &[(&str, &[CallRecord])],
     arrivals_per_s: &[(String, f64)],
     duration_s: f64,
     cpus: u16,
+    background: &BackgroundLoad,
     opts: &ModelOptions,
-) -> io::Result<Model> {
-    let dir = samples_dir(jsimg);
-    std::fs::create_dir_all(&dir)?;
-    let dir = std::fs::canonicalize(&dir)?;
+) -> Model {
+    let dir = samples_dir;
+    let mut samples = Vec::new();
     let mut classes = Vec::new();
     for (i, (label, all)) in calls.iter().enumerate() {
         let top: Vec<&CallRecord> = all.iter().filter(|c| c.depth == 1).collect();
         if top.is_empty() {
             continue;
         }
-        let cpu = sorted(top.iter().map(|c| c.inclusive.cpu as f64 / 1e9));
-        let blocked = sorted(
-            top.iter()
-                .map(|c| c.inclusive.blocked() as f64 / 1e9)
-                .filter(|&x| x > 0.0),
-        );
+        let n = top.len() as f64;
+        // The CPU station's service is the time a call held a virtual CPU: what the
+        // kernel charged plus what the hypervisor stole meanwhile (no other thread of
+        // the guest ran on that CPU then). Per visit: each call's time split evenly
+        // over its visits (a trace does not tell the model's visits apart).
+        let visit_ns: Vec<u64> = top
+            .iter()
+            .flat_map(|c| split_even(c.inclusive.on_cpu(), u64::from(c.blocked_phases) + 1))
+            .collect();
+        let phase_ns: Vec<u64> = top
+            .iter()
+            .filter(|c| c.blocked_phases > 0)
+            .flat_map(|c| split_even(c.inclusive.blocked(), u64::from(c.blocked_phases)))
+            .collect();
+        let cpu_mean = top.iter().map(|c| c.inclusive.on_cpu() as f64).sum::<f64>() / n / 1e9;
+        let blocked_mean = top
+            .iter()
+            .map(|c| c.inclusive.blocked() as f64)
+            .sum::<f64>()
+            / n
+            / 1e9;
+        let phases = top.iter().map(|c| f64::from(c.blocked_phases)).sum::<f64>() / n;
+        let visits = phases + 1.0;
         let stem = format!("{i:02}-{}", file_safe(label));
         let label = label.to_string();
-        let cpu_samples = dir.join(format!("{stem}.cpu.txt"));
-        let blocked_samples = dir.join(format!("{stem}.blocked.txt"));
-        // Samples in call order, as Replayer replays them.
-        write_samples(&cpu_samples, top.iter().map(|c| c.inclusive.cpu))?;
-        write_samples(
-            &blocked_samples,
-            top.iter().map(|c| c.inclusive.blocked()).filter(|&b| b > 0),
-        )?;
-        let n = top.len() as f64;
+        let cpu_name = format!("{stem}.cpu.txt");
+        let blocked_name = format!("{stem}.blocked.txt");
+        let cpu_samples = dir.join(&cpu_name);
+        let blocked_samples = dir.join(&blocked_name);
         let rate = arrivals_per_s
             .iter()
             .find(|(l, _)| *l == label)
-            .map_or(n / duration_s, |(_, r)| {
-                *r * top.len() as f64 / all.len() as f64
-            });
-        let blocked_fraction = blocked.len() as f64 / n;
+            .map_or(n / duration_s, |(_, r)| *r * n / all.len() as f64);
         let (cpu_service, blocked_service) = if opts.replayer {
             (
                 Service::Replayer(cpu_samples.clone()),
-                (!blocked.is_empty()).then(|| Service::Replayer(blocked_samples.clone())),
+                (!phase_ns.is_empty()).then(|| Service::Replayer(blocked_samples.clone())),
             )
         } else {
+            let secs = |v: &[u64]| sorted(v.iter().map(|&x| x as f64 / 1e9));
             (
-                Service::from_samples(&cpu),
-                (!blocked.is_empty()).then(|| Service::from_samples(&blocked)),
+                Service::from_samples(&secs(&visit_ns)).with_mean(cpu_mean / visits),
+                (!phase_ns.is_empty()).then(|| {
+                    Service::from_samples(&secs(&phase_ns))
+                        .with_mean(blocked_mean / phases.max(f64::MIN_POSITIVE))
+                }),
             )
         };
+        // Samples in call order, as Replayer replays them.
+        samples.push(SampleFile {
+            name: cpu_name,
+            ns: visit_ns,
+        });
+        samples.push(SampleFile {
+            name: blocked_name,
+            ns: phase_ns,
+        });
         classes.push(ModelClass {
             name: label.clone(),
-            arrival_rate: rate,
-            cpu_mean: cpu.iter().sum::<f64>() / n,
+            population: Population::Open { rate },
+            traced: true,
+            visits,
+            cpu_mean,
             cpu: cpu_service,
-            blocked_fraction,
-            blocked_mean: blocked.iter().sum::<f64>() / blocked.len().max(1) as f64,
+            blocked_phases: phases,
+            blocked_mean,
             blocked: blocked_service,
             wall_mean: top.iter().map(|c| c.inclusive.wall as f64).sum::<f64>() / n / 1e9,
             calls: top.len() as u64,
@@ -212,23 +378,78 @@ pub fn build(
             blocked_samples,
         });
     }
-    Ok(Model {
+    if !classes.is_empty() {
+        classes.extend(background_classes(background));
+    }
+    Model {
         name: jsimg
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model.jsimg".into()),
         cpus: cpus.max(1),
         classes,
-    })
+        samples,
+    }
 }
 
-/// Builds the model of an analysed trace (see [`build`]): arrival rates and the
-/// observation period of its whole-run figures.
+/// The classes of the background load: an open class for what sleeps now and then,
+/// a closed one for CPU-bound tasks.
+fn background_classes(b: &BackgroundLoad) -> Vec<ModelClass> {
+    let stretch = if b.open_stretch_s > 0.0 {
+        b.open_stretch_s
+    } else {
+        DEFAULT_STRETCH_S
+    };
+    let class = |name: &str, population, blocked: Option<Service>| ModelClass {
+        name: name.into(),
+        population,
+        traced: false,
+        visits: 1.0,
+        cpu_mean: stretch,
+        cpu: Service::Fitted(Params::Exponential {
+            rate: 1.0 / stretch,
+        }),
+        blocked_phases: 0.0,
+        blocked_mean: 0.0,
+        blocked,
+        wall_mean: 0.0,
+        calls: 0,
+        cpu_samples: PathBuf::new(),
+        blocked_samples: PathBuf::new(),
+    };
+    let mut v = Vec::new();
+    if b.open_cpus > 0.0 {
+        v.push(class(
+            BACKGROUND,
+            Population::Open {
+                rate: b.open_cpus / stretch,
+            },
+            None,
+        ));
+    }
+    if b.cpu_bound > 0 {
+        // Back on the run queue at once: through the delay in no time.
+        v.push(class(
+            CPU_BOUND,
+            Population::Closed { jobs: b.cpu_bound },
+            Some(Service::Deterministic(ZERO_DELAY_S)),
+        ));
+    }
+    v
+}
+
+/// The delay a CPU-bound job takes between two CPU visits (s): none, but a solver
+/// wants a positive time.
+const ZERO_DELAY_S: f64 = 1e-9;
+
+/// Builds the model of an analysed trace (see [`build`]): arrival rates, the
+/// observation period and the background load of its whole-run figures.
 pub fn model_of(
     analysis: &crate::analyze::Analysis,
     jsimg: &Path,
+    samples_dir: &Path,
     opts: &ModelOptions,
-) -> io::Result<Model> {
+) -> Model {
     let s = &analysis.services;
     let calls: Vec<(&str, &[CallRecord])> = analysis.calls().collect();
     let rates: Vec<(String, f64)> = s
@@ -237,12 +458,20 @@ pub fn model_of(
         .iter()
         .map(|m| (m.method.clone(), m.arrival_rate_per_s))
         .collect();
+    let bg = &s.background;
+    let background = BackgroundLoad {
+        open_cpus: bg.untraced_cpus + bg.other_cpus,
+        open_stretch_s: bg.other_stretch_ns / 1e9,
+        cpu_bound: bg.cpu_bound_tasks.len() as u32,
+    };
     build(
         jsimg,
+        samples_dir,
         &calls,
         &rates,
         s.whole.duration_s,
         s.trace.cpus,
+        &background,
         opts,
     )
 }
@@ -266,51 +495,119 @@ fn file_safe(label: &str) -> String {
         .collect()
 }
 
-fn write_samples(path: &Path, ns: impl Iterator<Item = u64>) -> io::Result<()> {
-    let mut text = String::new();
-    for v in ns {
-        let _ = writeln!(text, "{:.9}", v as f64 / 1e9);
-    }
-    std::fs::write(path, text)
-}
-
-/// Escapes text for an XML attribute or element.
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            c if c.is_control() => o.push(' '),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
 const SOURCE: &str = "Source";
 const CPU: &str = "CPU";
 const BLOCKED: &str = "Blocked";
 const SINK: &str = "Sink";
 
+/// The model's XML writer: compact (no indentation), the line breaks are written
+/// where JMT's own files have them.
+type Xml<W> = Writer<W>;
+
+/// A name as it goes into the XML. XML 1.0 cannot carry most control characters at
+/// all (not even as character references), and a line break in an attribute is
+/// normalised away by the reader anyway: they become spaces. The writer escapes the
+/// rest (`& < > " '`).
+fn clean(s: &str) -> Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        Cow::Owned(
+            s.chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
 fn num(x: f64) -> String {
     format!("{x:.12e}")
 }
 
-fn double(out: &mut String, name: &str, v: f64) {
-    let _ = write!(
-        out,
-        r#"<subParameter classPath="java.lang.Double" name="{name}"><value>{}</value></subParameter>"#,
-        num(v)
-    );
+fn newline<W: Write>(w: &mut Xml<W>) -> io::Result<()> {
+    w.write_event(Event::Text(BytesText::new("\n")))
+}
+
+/// `<TAG classPath=.. name=..><value>VALUE</value></TAG>`, TAG being `parameter` or
+/// `subParameter`: JMT's typed values.
+fn value<W: Write>(
+    w: &mut Xml<W>,
+    tag: &str,
+    class_path: &str,
+    name: &str,
+    value: &str,
+) -> io::Result<()> {
+    w.create_element(tag)
+        .with_attribute(("classPath", class_path))
+        .with_attribute(("name", name))
+        .write_inner_content(|w| {
+            w.create_element("value")
+                .write_text_content(BytesText::new(&clean(value)))?;
+            Ok(())
+        })?;
+    Ok(())
+}
+
+fn double<W: Write>(w: &mut Xml<W>, name: &str, v: f64) -> io::Result<()> {
+    value(w, "subParameter", "java.lang.Double", name, &num(v))
+}
+
+/// `<TAG classPath=.. name=../>`: a strategy without parameters.
+fn empty<W: Write>(w: &mut Xml<W>, tag: &str, class_path: &str, name: &str) -> io::Result<()> {
+    w.create_element(tag)
+        .with_attribute(("classPath", class_path))
+        .with_attribute(("name", name))
+        .write_empty()?;
+    Ok(())
+}
+
+/// `<parameter array="true" classPath=.. name=..>`, its content written by `inner`.
+fn array<W: Write>(
+    w: &mut Xml<W>,
+    class_path: &str,
+    name: &str,
+    inner: impl FnOnce(&mut Xml<W>) -> io::Result<()>,
+) -> io::Result<()> {
+    w.create_element("parameter")
+        .with_attribute(("array", "true"))
+        .with_attribute(("classPath", class_path))
+        .with_attribute(("name", name))
+        .write_inner_content(inner)?;
+    Ok(())
+}
+
+/// `<section className=..>`, its content written by `inner`.
+fn section<W: Write>(
+    w: &mut Xml<W>,
+    class_name: &str,
+    inner: impl FnOnce(&mut Xml<W>) -> io::Result<()>,
+) -> io::Result<()> {
+    w.create_element("section")
+        .with_attribute(("className", class_name))
+        .write_inner_content(inner)?;
+    Ok(())
+}
+
+/// `<node name=..>`, its content written by `inner`, then a line break.
+fn node<W: Write>(
+    w: &mut Xml<W>,
+    name: &str,
+    inner: impl FnOnce(&mut Xml<W>) -> io::Result<()>,
+) -> io::Result<()> {
+    w.create_element("node")
+        .with_attribute(("name", name))
+        .write_inner_content(inner)?;
+    newline(w)
+}
+
+fn ref_class<W: Write>(w: &mut Xml<W>, class: &str) -> io::Result<()> {
+    w.create_element("refClass")
+        .write_text_content(BytesText::new(&clean(class)))?;
+    Ok(())
 }
 
 /// A `ServiceTimeStrategy` sub-parameter for `s`.
-fn strategy(out: &mut String, s: &Service) {
-    out.push_str(r#"<subParameter classPath="jmt.engine.NetStrategies.ServiceStrategies.ServiceTimeStrategy" name="ServiceTimeStrategy">"#);
+fn strategy<W: Write>(w: &mut Xml<W>, s: &Service) -> io::Result<()> {
     let (class, name) = match s {
         Service::Fitted(Params::Exponential { .. }) => ("Exponential", "Exponential"),
         Service::Fitted(Params::Erlang { .. }) => ("Erlang", "Erlang"),
@@ -319,190 +616,351 @@ fn strategy(out: &mut String, s: &Service) {
         Service::Deterministic(_) => ("DeterministicDistr", "Deterministic"),
         Service::Replayer(_) => ("Replayer", "Replayer"),
     };
-    let _ = write!(
-        out,
-        r#"<subParameter classPath="jmt.engine.random.{class}" name="{name}"/><subParameter classPath="jmt.engine.random.{class}Par" name="distrPar">"#
-    );
-    match s {
-        Service::Fitted(Params::Exponential { rate }) => double(out, "lambda", *rate),
-        Service::Fitted(Params::Erlang { phases, rate }) => {
-            double(out, "alpha", *rate);
-            let _ = write!(
-                out,
-                r#"<subParameter classPath="java.lang.Long" name="r"><value>{phases}</value></subParameter>"#
-            );
-        }
-        Service::Fitted(Params::Gamma { shape, scale }) => {
-            double(out, "alpha", *shape);
-            double(out, "beta", *scale);
-        }
-        Service::Fitted(Params::Lognormal { mu, sigma }) => {
-            double(out, "mu", *mu);
-            double(out, "sigma", *sigma);
-        }
-        Service::Deterministic(t) => double(out, "t", *t),
-        Service::Replayer(path) => {
-            let _ = write!(
-                out,
-                r#"<subParameter classPath="java.lang.String" name="fileName"><value>{}</value></subParameter>"#,
-                esc(&path.display().to_string())
-            );
-        }
-    }
-    out.push_str("</subParameter></subParameter>");
+    w.create_element("subParameter")
+        .with_attribute((
+            "classPath",
+            "jmt.engine.NetStrategies.ServiceStrategies.ServiceTimeStrategy",
+        ))
+        .with_attribute(("name", "ServiceTimeStrategy"))
+        .write_inner_content(|w| {
+            empty(
+                w,
+                "subParameter",
+                &format!("jmt.engine.random.{class}"),
+                name,
+            )?;
+            w.create_element("subParameter")
+                .with_attribute(("classPath", &*format!("jmt.engine.random.{class}Par")))
+                .with_attribute(("name", "distrPar"))
+                .write_inner_content(|w| match s {
+                    Service::Fitted(Params::Exponential { rate }) => double(w, "lambda", *rate),
+                    Service::Fitted(Params::Erlang { phases, rate }) => {
+                        double(w, "alpha", *rate)?;
+                        value(
+                            w,
+                            "subParameter",
+                            "java.lang.Long",
+                            "r",
+                            &phases.to_string(),
+                        )
+                    }
+                    Service::Fitted(Params::Gamma { shape, scale }) => {
+                        double(w, "alpha", *shape)?;
+                        double(w, "beta", *scale)
+                    }
+                    Service::Fitted(Params::Lognormal { mu, sigma }) => {
+                        double(w, "mu", *mu)?;
+                        double(w, "sigma", *sigma)
+                    }
+                    Service::Deterministic(t) => double(w, "t", *t),
+                    Service::Replayer(path) => value(
+                        w,
+                        "subParameter",
+                        "java.lang.String",
+                        "fileName",
+                        &path.display().to_string(),
+                    ),
+                })?;
+            Ok(())
+        })?;
+    Ok(())
 }
 
-/// Routing of one class: (station, probability) pairs.
-fn routing(out: &mut String, class: &str, dests: &[(&str, f64)]) {
-    let _ = write!(out, "<refClass>{}</refClass>", esc(class));
-    out.push_str(r#"<subParameter classPath="jmt.engine.NetStrategies.RoutingStrategies.EmpiricalStrategy" name="Probabilities"><subParameter array="true" classPath="jmt.engine.random.EmpiricalEntry" name="EmpiricalEntryArray">"#);
-    for (station, p) in dests {
-        let _ = write!(
-            out,
-            r#"<subParameter classPath="jmt.engine.random.EmpiricalEntry" name="EmpiricalEntry"><subParameter classPath="java.lang.String" name="stationName"><value>{}</value></subParameter><subParameter classPath="java.lang.Double" name="probability"><value>{}</value></subParameter></subParameter>"#,
-            esc(station),
-            num(*p)
-        );
-    }
-    out.push_str("</subParameter></subParameter>");
-}
-
-fn router(
-    out: &mut String,
+/// A `Router` section: each class's (station, probability) pairs.
+fn router<W: Write>(
+    w: &mut Xml<W>,
     classes: &[ModelClass],
     dests: impl Fn(&ModelClass) -> Vec<(&'static str, f64)>,
-) {
-    out.push_str(r#"<section className="Router"><parameter array="true" classPath="jmt.engine.NetStrategies.RoutingStrategy" name="RoutingStrategy">"#);
-    for c in classes {
-        routing(out, &c.name, &dests(c));
-    }
-    out.push_str("</parameter></section>");
+) -> io::Result<()> {
+    section(w, "Router", |w| {
+        array(
+            w,
+            "jmt.engine.NetStrategies.RoutingStrategy",
+            "RoutingStrategy",
+            |w| {
+                for c in classes {
+                    ref_class(w, &c.name)?;
+                    routing(w, &dests(c))?;
+                }
+                Ok(())
+            },
+        )
+    })
 }
 
-fn queue_section(out: &mut String, classes: &[ModelClass]) {
-    out.push_str(r#"<section className="Queue"><parameter classPath="java.lang.Integer" name="size"><value>-1</value></parameter><parameter array="true" classPath="java.lang.String" name="dropStrategies">"#);
-    for c in classes {
-        let _ = write!(
-            out,
-            r#"<refClass>{}</refClass><subParameter classPath="java.lang.String" name="dropStrategy"><value>drop</value></subParameter>"#,
-            esc(&c.name)
-        );
-    }
-    out.push_str(r#"</parameter><parameter classPath="jmt.engine.NetStrategies.QueueGetStrategies.FCFSstrategy" name="FCFSstrategy"/><parameter array="true" classPath="jmt.engine.NetStrategies.QueuePutStrategy" name="QueuePutStrategy">"#);
-    for c in classes {
-        let _ = write!(
-            out,
-            r#"<refClass>{}</refClass><subParameter classPath="jmt.engine.NetStrategies.QueuePutStrategies.TailStrategy" name="TailStrategy"/>"#,
-            esc(&c.name)
-        );
-    }
-    out.push_str("</parameter></section>");
+/// One class's routing probabilities.
+fn routing<W: Write>(w: &mut Xml<W>, dests: &[(&str, f64)]) -> io::Result<()> {
+    w.create_element("subParameter")
+        .with_attribute((
+            "classPath",
+            "jmt.engine.NetStrategies.RoutingStrategies.EmpiricalStrategy",
+        ))
+        .with_attribute(("name", "Probabilities"))
+        .write_inner_content(|w| {
+            w.create_element("subParameter")
+                .with_attribute(("array", "true"))
+                .with_attribute(("classPath", "jmt.engine.random.EmpiricalEntry"))
+                .with_attribute(("name", "EmpiricalEntryArray"))
+                .write_inner_content(|w| {
+                    for (station, p) in dests {
+                        w.create_element("subParameter")
+                            .with_attribute(("classPath", "jmt.engine.random.EmpiricalEntry"))
+                            .with_attribute(("name", "EmpiricalEntry"))
+                            .write_inner_content(|w| {
+                                value(
+                                    w,
+                                    "subParameter",
+                                    "java.lang.String",
+                                    "stationName",
+                                    station,
+                                )?;
+                                value(
+                                    w,
+                                    "subParameter",
+                                    "java.lang.Double",
+                                    "probability",
+                                    &num(*p),
+                                )
+                            })?;
+                    }
+                    Ok(())
+                })?;
+            Ok(())
+        })?;
+    Ok(())
 }
 
-/// The model as JSIMgraph XML.
+/// The `Queue` section of a station: infinite, FCFS, every class at the tail.
+fn queue_section<W: Write>(w: &mut Xml<W>, classes: &[ModelClass]) -> io::Result<()> {
+    section(w, "Queue", |w| {
+        value(w, "parameter", "java.lang.Integer", "size", "-1")?;
+        array(w, "java.lang.String", "dropStrategies", |w| {
+            for c in classes {
+                ref_class(w, &c.name)?;
+                value(
+                    w,
+                    "subParameter",
+                    "java.lang.String",
+                    "dropStrategy",
+                    "drop",
+                )?;
+            }
+            Ok(())
+        })?;
+        empty(
+            w,
+            "parameter",
+            "jmt.engine.NetStrategies.QueueGetStrategies.FCFSstrategy",
+            "FCFSstrategy",
+        )?;
+        array(
+            w,
+            "jmt.engine.NetStrategies.QueuePutStrategy",
+            "QueuePutStrategy",
+            |w| {
+                for c in classes {
+                    ref_class(w, &c.name)?;
+                    empty(
+                        w,
+                        "subParameter",
+                        "jmt.engine.NetStrategies.QueuePutStrategies.TailStrategy",
+                        "TailStrategy",
+                    )?;
+                }
+                Ok(())
+            },
+        )
+    })
+}
+
+/// The `ServiceStrategy` parameter: each class's service time.
+fn service_strategies<W: Write>(
+    w: &mut Xml<W>,
+    classes: &[ModelClass],
+    service: impl Fn(&ModelClass) -> Service,
+) -> io::Result<()> {
+    array(
+        w,
+        "jmt.engine.NetStrategies.ServiceStrategy",
+        "ServiceStrategy",
+        |w| {
+            for c in classes {
+                ref_class(w, &c.name)?;
+                strategy(w, &service(c))?;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The model as JSIMgraph XML (see [`write_xml`]).
 pub fn to_xml(m: &Model) -> String {
-    let mut o = String::new();
-    let blocked_used = m.classes.iter().any(|c| c.blocked.is_some());
-    o.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
-    let _ = writeln!(
-        o,
-        r#"<archive xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" name="{}" xsi:noNamespaceSchemaLocation="Archive.xsd">"#,
-        esc(&m.name)
-    );
-    let _ = writeln!(
-        o,
-        r#"<sim disableStatisticStop="false" logDecimalSeparator="." logDelimiter=";" logPath="" logReplaceMode="0" maxEvents="-1" maxSamples="1000000" name="{}" polling="1.0" xsi:noNamespaceSchemaLocation="SIMmodeldefinition.xsd">"#,
-        esc(&m.name)
-    );
+    let mut out = Vec::new();
+    // Writing into a Vec does not fail.
+    write_xml(m, &mut out).expect("writing XML into memory");
+    // Everything written came from `&str`s.
+    String::from_utf8(out).expect("the XML writer writes UTF-8")
+}
+
+/// Writes the model as JSIMgraph XML (UTF-8) to `out`.
+pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
+    let mut w = Writer::new(out);
+    let blocked_used = m.classes.iter().any(|c| c.to_blocked() > 0.0);
+    let name = clean(&m.name);
+    w.write_event(Event::Decl(BytesDecl::new(
+        "1.0",
+        Some("UTF-8"),
+        Some("no"),
+    )))?;
+    newline(&mut w)?;
+    w.write_event(Event::Start(BytesStart::new("archive").with_attributes([
+        ("xmlns:xsi", "http://www.w3.org/2001/XMLSchema-instance"),
+        ("name", &*name),
+        ("xsi:noNamespaceSchemaLocation", "Archive.xsd"),
+    ])))?;
+    newline(&mut w)?;
+    w.write_event(Event::Start(BytesStart::new("sim").with_attributes([
+        ("disableStatisticStop", "false"),
+        ("logDecimalSeparator", "."),
+        ("logDelimiter", ";"),
+        ("logPath", ""),
+        ("logReplaceMode", "0"),
+        ("maxEvents", "-1"),
+        ("maxSamples", "1000000"),
+        ("name", &*name),
+        ("polling", "1.0"),
+        ("xsi:noNamespaceSchemaLocation", "SIMmodeldefinition.xsd"),
+    ])))?;
+    newline(&mut w)?;
     for c in &m.classes {
-        let _ = writeln!(
-            o,
-            r#"<userClass name="{}" priority="0" referenceSource="{SOURCE}" type="open"/>"#,
-            esc(&c.name)
-        );
-    }
-    // Source: Poisson arrivals per class, all to the CPU.
-    let _ = write!(
-        o,
-        r#"<node name="{SOURCE}"><section className="RandomSource"><parameter array="true" classPath="jmt.engine.NetStrategies.ServiceStrategy" name="ServiceStrategy">"#
-    );
-    for c in &m.classes {
-        let _ = write!(o, "<refClass>{}</refClass>", esc(&c.name));
-        strategy(
-            &mut o,
-            &Service::Fitted(Params::Exponential {
-                rate: c.arrival_rate,
-            }),
-        );
-    }
-    o.push_str(r#"</parameter></section><section className="ServiceTunnel"/>"#);
-    router(&mut o, &m.classes, |_| vec![(CPU, 1.0)]);
-    o.push_str("</node>\n");
-    // CPU: processor sharing, one server per CPU.
-    let _ = write!(o, r#"<node name="{CPU}">"#);
-    queue_section(&mut o, &m.classes);
-    let _ = write!(
-        o,
-        r#"<section className="PSServer"><parameter classPath="java.lang.Integer" name="maxJobs"><value>{}</value></parameter><parameter array="true" classPath="java.lang.Integer" name="numberOfVisits">"#,
-        m.cpus
-    );
-    for c in &m.classes {
-        let _ = write!(
-            o,
-            r#"<refClass>{}</refClass><subParameter classPath="java.lang.Integer" name="numberOfVisits"><value>1</value></subParameter>"#,
-            esc(&c.name)
-        );
-    }
-    o.push_str(r#"</parameter><parameter array="true" classPath="jmt.engine.NetStrategies.ServiceStrategy" name="ServiceStrategy">"#);
-    for c in &m.classes {
-        let _ = write!(o, "<refClass>{}</refClass>", esc(&c.name));
-        strategy(&mut o, &c.cpu);
-    }
-    o.push_str(r#"</parameter><parameter array="true" classPath="jmt.engine.NetStrategies.PSStrategy" name="PSStrategy">"#);
-    for c in &m.classes {
-        let _ = write!(
-            o,
-            r#"<refClass>{}</refClass><subParameter classPath="jmt.engine.NetStrategies.PSStrategies.EPSStrategy" name="EPSStrategy"/>"#,
-            esc(&c.name)
-        );
-    }
-    o.push_str(r#"</parameter><parameter array="true" classPath="java.lang.Double" name="serviceWeights">"#);
-    for c in &m.classes {
-        let _ = write!(
-            o,
-            r#"<refClass>{}</refClass><subParameter classPath="java.lang.Double" name="serviceWeight"><value>1</value></subParameter>"#,
-            esc(&c.name)
-        );
-    }
-    o.push_str("</parameter></section>");
-    router(&mut o, &m.classes, |c| match c.blocked {
-        Some(_) if c.blocked_fraction >= 1.0 => vec![(BLOCKED, 1.0)],
-        Some(_) => vec![
-            (BLOCKED, c.blocked_fraction),
-            (SINK, 1.0 - c.blocked_fraction),
-        ],
-        None => vec![(SINK, 1.0)],
-    });
-    o.push_str("</node>\n");
-    // Blocked: a delay with each class's blocked time.
-    if blocked_used {
-        let _ = write!(o, r#"<node name="{BLOCKED}">"#);
-        queue_section(&mut o, &m.classes);
-        o.push_str(r#"<section className="Delay"><parameter array="true" classPath="jmt.engine.NetStrategies.ServiceStrategy" name="ServiceStrategy">"#);
-        for c in &m.classes {
-            let _ = write!(o, "<refClass>{}</refClass>", esc(&c.name));
-            // Classes that never block never come here; JMT still wants a strategy.
-            let s = c.blocked.clone().unwrap_or(Service::Deterministic(0.0));
-            strategy(&mut o, &s);
+        let name = clean(&c.name);
+        let mut uc = w.create_element("userClass");
+        if let Population::Closed { jobs } = c.population {
+            uc = uc.with_attribute(("customers", &*jobs.to_string()));
         }
-        o.push_str("</parameter></section>");
-        router(&mut o, &m.classes, |_| vec![(SINK, 1.0)]);
-        o.push_str("</node>\n");
+        uc.with_attributes([("name", &*name), ("priority", "0")])
+            .with_attributes(match c.population {
+                Population::Open { .. } => [("referenceSource", SOURCE), ("type", "open")],
+                Population::Closed { .. } => [("referenceSource", CPU), ("type", "closed")],
+            })
+            .write_empty()?;
+        newline(&mut w)?;
     }
-    let _ = writeln!(
-        o,
-        r#"<node name="{SINK}"><section className="JobSink"/></node>"#
-    );
+    // Source: Poisson arrivals per open class, all to the CPU (closed classes start
+    // there).
+    node(&mut w, SOURCE, |w| {
+        section(w, "RandomSource", |w| {
+            array(
+                w,
+                "jmt.engine.NetStrategies.ServiceStrategy",
+                "ServiceStrategy",
+                |w| {
+                    for c in &m.classes {
+                        ref_class(w, &c.name)?;
+                        match c.population {
+                            Population::Open { rate } => {
+                                strategy(w, &Service::Fitted(Params::Exponential { rate }))?
+                            }
+                            Population::Closed { .. } => {
+                                value(
+                                    w,
+                                    "subParameter",
+                                    "jmt.engine.NetStrategies.ServiceStrategies.ServiceTimeStrategy",
+                                    "ServiceTimeStrategy",
+                                    "null",
+                                )?;
+                            }
+                        }
+                    }
+                    Ok(())
+                },
+            )
+        })?;
+        w.create_element("section")
+            .with_attribute(("className", "ServiceTunnel"))
+            .write_empty()?;
+        router(w, &m.classes, |_| vec![(CPU, 1.0)])
+    })?;
+    // CPU: processor sharing, one server per CPU.
+    node(&mut w, CPU, |w| {
+        queue_section(w, &m.classes)?;
+        section(w, "PSServer", |w| {
+            value(
+                w,
+                "parameter",
+                "java.lang.Integer",
+                "maxJobs",
+                &m.cpus.to_string(),
+            )?;
+            array(w, "java.lang.Integer", "numberOfVisits", |w| {
+                for c in &m.classes {
+                    ref_class(w, &c.name)?;
+                    value(
+                        w,
+                        "subParameter",
+                        "java.lang.Integer",
+                        "numberOfVisits",
+                        "1",
+                    )?;
+                }
+                Ok(())
+            })?;
+            service_strategies(w, &m.classes, |c| c.cpu.clone())?;
+            array(
+                w,
+                "jmt.engine.NetStrategies.PSStrategy",
+                "PSStrategy",
+                |w| {
+                    for c in &m.classes {
+                        ref_class(w, &c.name)?;
+                        empty(
+                            w,
+                            "subParameter",
+                            "jmt.engine.NetStrategies.PSStrategies.EPSStrategy",
+                            "EPSStrategy",
+                        )?;
+                    }
+                    Ok(())
+                },
+            )?;
+            array(w, "java.lang.Double", "serviceWeights", |w| {
+                for c in &m.classes {
+                    ref_class(w, &c.name)?;
+                    value(w, "subParameter", "java.lang.Double", "serviceWeight", "1")?;
+                }
+                Ok(())
+            })
+        })?;
+        router(w, &m.classes, |c| {
+            let p = c.to_blocked();
+            if p >= 1.0 {
+                vec![(BLOCKED, 1.0)]
+            } else if p > 0.0 {
+                vec![(BLOCKED, p), (SINK, 1.0 - p)]
+            } else {
+                vec![(SINK, 1.0)]
+            }
+        })
+    })?;
+    // Blocked: a delay with each class's blocked time per phase, back to the CPU.
+    if blocked_used {
+        node(&mut w, BLOCKED, |w| {
+            queue_section(w, &m.classes)?;
+            section(w, "Delay", |w| {
+                // Classes that never block never come here; JMT still wants a strategy.
+                service_strategies(w, &m.classes, |c| {
+                    c.blocked.clone().unwrap_or(Service::Deterministic(0.0))
+                })
+            })?;
+            router(w, &m.classes, |_| vec![(CPU, 1.0)])
+        })?;
+    }
+    node(&mut w, SINK, |w| {
+        w.create_element("section")
+            .with_attribute(("className", "JobSink"))
+            .write_empty()?;
+        Ok(())
+    })?;
     // Measures: what a modeller compares with the recording.
     let stations: &[&str] = if blocked_used {
         &[CPU, BLOCKED]
@@ -510,6 +968,7 @@ pub fn to_xml(m: &Model) -> String {
         &[CPU]
     };
     for c in &m.classes {
+        let class = clean(&c.name);
         for st in stations {
             for ty in [
                 "Utilization",
@@ -517,84 +976,203 @@ pub fn to_xml(m: &Model) -> String {
                 "Throughput",
                 "Number of Customers",
             ] {
-                let _ = writeln!(
-                    o,
-                    r#"<measure alpha="0.01" name="{st}_{}_{ty}" nodeType="station" precision="0.03" referenceNode="{st}" referenceUserClass="{}" type="{ty}" verbose="false"/>"#,
-                    esc(&c.name),
-                    esc(&c.name)
-                );
+                measure(
+                    &mut w,
+                    &format!("{st}_{class}_{ty}"),
+                    "station",
+                    st,
+                    &class,
+                    ty,
+                )?;
             }
         }
         for ty in ["System Response Time", "System Throughput"] {
-            let _ = writeln!(
-                o,
-                r#"<measure alpha="0.01" name="{}_{ty}" nodeType="" precision="0.03" referenceNode="" referenceUserClass="{}" type="{ty}" verbose="false"/>"#,
-                esc(&c.name),
-                esc(&c.name)
-            );
+            measure(&mut w, &format!("{class}_{ty}"), "", "", &class, ty)?;
         }
     }
-    let _ = writeln!(o, r#"<connection source="{SOURCE}" target="{CPU}"/>"#);
-    let _ = writeln!(o, r#"<connection source="{CPU}" target="{SINK}"/>"#);
+    let mut connections = vec![(SOURCE, CPU), (CPU, SINK)];
     if blocked_used {
-        let _ = writeln!(o, r#"<connection source="{CPU}" target="{BLOCKED}"/>"#);
-        let _ = writeln!(o, r#"<connection source="{BLOCKED}" target="{SINK}"/>"#);
+        connections.extend([(CPU, BLOCKED), (BLOCKED, CPU)]);
     }
-    o.push_str("</sim>\n");
+    for (source, target) in connections {
+        w.create_element("connection")
+            .with_attributes([("source", source), ("target", target)])
+            .write_empty()?;
+        newline(&mut w)?;
+    }
+    w.write_event(Event::End(BytesEnd::new("sim")))?;
+    newline(&mut w)?;
     // The GUI's part: class colours and station positions.
-    o.push_str(r#"<jmodel xsi:noNamespaceSchemaLocation="JModelGUI.xsd">"#);
-    const COLOURS: [&str; 6] = [
-        "#FF0000FF",
-        "#FFFF0000",
-        "#FF00A000",
-        "#FFFF8000",
-        "#FF8000FF",
-        "#FF008080",
-    ];
-    for (i, c) in m.classes.iter().enumerate() {
-        let _ = write!(
-            o,
-            r#"<userClass color="{}" name="{}"/>"#,
-            COLOURS[i % COLOURS.len()],
-            esc(&c.name)
-        );
-    }
-    let mut positions = vec![(SOURCE, 40.0, 120.0), (CPU, 200.0, 120.0)];
-    if blocked_used {
-        positions.push((BLOCKED, 360.0, 60.0));
-    }
-    positions.push((SINK, 520.0, 120.0));
-    for (st, x, y) in positions {
-        let _ = write!(
-            o,
-            r#"<station name="{st}"><position angle="0.0" rotate="false" x="{x:.1}" y="{y:.1}"/></station>"#
-        );
-    }
-    o.push_str("</jmodel>\n</archive>\n");
-    o
+    w.create_element("jmodel")
+        .with_attribute(("xsi:noNamespaceSchemaLocation", "JModelGUI.xsd"))
+        .write_inner_content(|w| {
+            const COLOURS: [&str; 6] = [
+                "#FF0000FF",
+                "#FFFF0000",
+                "#FF00A000",
+                "#FFFF8000",
+                "#FF8000FF",
+                "#FF008080",
+            ];
+            for (i, c) in m.classes.iter().enumerate() {
+                w.create_element("userClass")
+                    .with_attributes([
+                        ("color", COLOURS[i % COLOURS.len()]),
+                        ("name", &*clean(&c.name)),
+                    ])
+                    .write_empty()?;
+            }
+            let mut positions = vec![(SOURCE, 40.0, 120.0), (CPU, 200.0, 120.0)];
+            if blocked_used {
+                positions.push((BLOCKED, 360.0, 60.0));
+            }
+            positions.push((SINK, 520.0, 120.0));
+            for (st, x, y) in positions {
+                w.create_element("station")
+                    .with_attribute(("name", st))
+                    .write_inner_content(|w| {
+                        w.create_element("position")
+                            .with_attributes([
+                                ("angle", "0.0"),
+                                ("rotate", "false"),
+                                ("x", &*format!("{x:.1}")),
+                                ("y", &*format!("{y:.1}")),
+                            ])
+                            .write_empty()?;
+                        Ok(())
+                    })?;
+            }
+            Ok(())
+        })?;
+    newline(&mut w)?;
+    w.write_event(Event::End(BytesEnd::new("archive")))?;
+    newline(&mut w)?;
+    w.into_inner().flush()
+}
+
+/// One `<measure>` line: a figure JMT (or LINE) reports for a class.
+fn measure<W: Write>(
+    w: &mut Xml<W>,
+    name: &str,
+    node_type: &str,
+    station: &str,
+    class: &str,
+    ty: &str,
+) -> io::Result<()> {
+    w.create_element("measure")
+        .with_attributes([
+            ("alpha", "0.01"),
+            ("name", name),
+            ("nodeType", node_type),
+            ("precision", "0.03"),
+            ("referenceNode", station),
+            ("referenceUserClass", class),
+            ("type", ty),
+            ("verbose", "false"),
+        ])
+        .write_empty()?;
+    newline(w)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// What `f` writes, as text.
+    fn render(f: impl FnOnce(&mut Xml<Vec<u8>>) -> io::Result<()>) -> String {
+        let mut w = Writer::new(Vec::new());
+        f(&mut w).unwrap();
+        String::from_utf8(w.into_inner()).unwrap()
+    }
+
     #[test]
     fn xml_escapes_and_strategies() {
-        assert_eq!(esc("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
-        let mut s = String::new();
-        strategy(
-            &mut s,
-            &Service::Fitted(Params::Erlang {
-                phases: 3,
-                rate: 1500.0,
-            }),
+        assert_eq!(
+            render(|w| ref_class(w, "a<b>&\"c'")),
+            "<refClass>a&lt;b&gt;&amp;&quot;c&apos;</refClass>"
         );
+        let s = render(|w| {
+            strategy(
+                w,
+                &Service::Fitted(Params::Erlang {
+                    phases: 3,
+                    rate: 1500.0,
+                }),
+            )
+        });
         assert!(s.contains(r#"classPath="jmt.engine.random.Erlang" name="Erlang""#));
         assert!(s.contains(r#"classPath="jmt.engine.random.ErlangPar" name="distrPar""#));
         assert!(s.contains(r#"name="r"><value>3</value>"#));
-        let mut s = String::new();
-        strategy(&mut s, &Service::Replayer(PathBuf::from("/x/a&b.txt")));
+        let s = render(|w| strategy(w, &Service::Replayer(PathBuf::from("/x/a&b.txt"))));
         assert!(s.contains(r#"name="fileName"><value>/x/a&amp;b.txt</value>"#));
+    }
+
+    #[test]
+    fn names_are_escaped_in_attributes_and_control_characters_become_spaces() {
+        let m = Model {
+            name: "a\"b&<c>.jsimg".into(),
+            cpus: 1,
+            classes: vec![ModelClass {
+                name: "x.Y::m'\n\u{1}".into(),
+                population: Population::Open { rate: 1.0 },
+                traced: true,
+                visits: 1.0,
+                cpu_mean: 0.001,
+                cpu: Service::Deterministic(0.001),
+                blocked_phases: 0.0,
+                blocked_mean: 0.0,
+                blocked: None,
+                wall_mean: 0.001,
+                calls: 1,
+                cpu_samples: PathBuf::new(),
+                blocked_samples: PathBuf::new(),
+            }],
+            samples: Vec::new(),
+        };
+        let xml = to_xml(&m);
+        assert!(xml.starts_with(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n<archive "
+        ));
+        assert!(
+            xml.contains(r#" name="a&quot;b&amp;&lt;c&gt;.jsimg" "#),
+            "{xml}"
+        );
+        assert!(xml.contains(r#"<userClass name="x.Y::m&apos;  " priority="0""#));
+        assert!(xml.contains("<refClass>x.Y::m&apos;  </refClass>"));
+        assert!(xml.contains(r#" name="CPU_x.Y::m&apos;  _Utilization" "#));
+        assert!(xml.ends_with("</jmodel>\n</archive>\n"));
+        assert!(!xml.chars().any(|c| c.is_control() && c != '\n'));
+    }
+
+    #[test]
+    fn a_write_error_is_returned() {
+        /// Accepts `room` bytes, then fails.
+        struct Full {
+            room: usize,
+        }
+        impl Write for Full {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                if self.room == 0 {
+                    return Err(io::Error::new(io::ErrorKind::StorageFull, "full"));
+                }
+                let n = buf.len().min(self.room);
+                self.room -= n;
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let m = Model {
+            name: "m.jsimg".into(),
+            cpus: 1,
+            classes: vec![],
+            samples: Vec::new(),
+        };
+        let whole = to_xml(&m).len();
+        assert!(write_xml(&m, Full { room: whole }).is_ok());
+        let err = write_xml(&m, Full { room: whole - 1 }).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull);
     }
 
     #[test]
@@ -628,10 +1206,12 @@ mod tests {
     fn a_class_that_never_blocks_skips_the_delay() {
         let class = |name: &str, blocked: Option<Service>, p: f64| ModelClass {
             name: name.into(),
-            arrival_rate: 100.0,
+            population: Population::Open { rate: 100.0 },
+            traced: true,
+            visits: 1.0 + p,
             cpu_mean: 0.002,
             cpu: Service::Fitted(Params::Exponential { rate: 500.0 }),
-            blocked_fraction: p,
+            blocked_phases: p,
             blocked_mean: 0.003,
             blocked,
             wall_mean: 0.004,
@@ -646,6 +1226,7 @@ mod tests {
                 class("a.B::x", None, 0.0),
                 class("a.B::y", Some(Service::Deterministic(0.003)), 0.5),
             ],
+            samples: Vec::new(),
         };
         let xml = to_xml(&m);
         assert!(xml.contains(

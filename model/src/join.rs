@@ -63,6 +63,10 @@ pub struct CallRecord {
     pub inclusive: Parts,
     /// Its parts, nested instrumented calls excluded.
     pub exclusive: Parts,
+    /// Blocked phases in the call, nested calls included: maximal spells of `S`/`D`
+    /// between two stretches on a CPU. The call ran on a CPU once more than this
+    /// (it enters and leaves running): its CPU visits, as a model needs them.
+    pub blocked_phases: u32,
 }
 
 /// What the join receives besides finished calls: the hooks the statistics need.
@@ -91,6 +95,8 @@ struct Snapshot {
     states: [u64; ThreadState::COUNT],
     monitor: u64,
     gc: u64,
+    /// Blocked phases begun so far.
+    phases: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -107,6 +113,10 @@ struct ThreadJoin {
     pid: Pid,
     totals: [u64; ThreadState::COUNT],
     covered: Time,
+    /// Blocked phases begun up to `covered`, and whether the thread is in one there
+    /// (its last interval was `S` or `D`, not ended by a stretch on a CPU).
+    phases: u64,
+    in_blocked: bool,
     monitor_closed: u64,
     monitor_open: Option<Time>,
     stack: Vec<OpenCall>,
@@ -135,7 +145,9 @@ enum Out {
 }
 
 /// The per-call join. Drive it with [`CallJoin::push`] for every record and
-/// [`CallJoin::finish`] at the end, instead of calling the timeline directly.
+/// [`CallJoin::finish`] at the end, instead of calling the timeline directly; or make
+/// it the timeline's sink and call [`CallJoin::settle`] after each push and after the
+/// finish (what `sonda_timeline::Trace::drive_with` lets a consumer do).
 #[derive(Debug)]
 pub struct CallJoin {
     threads: Vec<ThreadJoin>,
@@ -174,6 +186,8 @@ impl CallJoin {
                     pid,
                     totals: [0; ThreadState::COUNT],
                     covered: origin,
+                    phases: 0,
+                    in_blocked: false,
                     monitor_closed: 0,
                     monitor_open: None,
                     stack: Vec::new(),
@@ -203,7 +217,12 @@ impl CallJoin {
         self.settle(timeline, out);
     }
 
-    fn settle(&mut self, timeline: &Timeline, out: &mut impl CallSink) {
+    /// Settles what the timeline delivered into the join for the last record (or for
+    /// [`Timeline::finish`]) and passes the finished calls to `out`. For a driver that
+    /// pushes the records with the join as the timeline's sink: call it after each
+    /// push and after the finish ([`CallJoin::push`] and [`CallJoin::finish`] do both
+    /// steps).
+    pub fn settle(&mut self, timeline: &Timeline, out: &mut impl CallSink) {
         if self.buf.is_empty() {
             return;
         }
@@ -233,6 +252,14 @@ impl CallJoin {
                     };
                     t.totals[iv.state.index()] += iv.end.since(iv.begin);
                     t.covered = iv.end;
+                    match iv.state {
+                        ThreadState::Sleeping | ThreadState::Uninterruptible => {
+                            t.phases += u64::from(!t.in_blocked);
+                            t.in_blocked = true;
+                        }
+                        ThreadState::Running | ThreadState::Stolen => t.in_blocked = false,
+                        _ => {}
+                    }
                     out.interval(iv, t.pid);
                 }
                 Out::Enter(e) => {
@@ -291,8 +318,12 @@ impl CallJoin {
         let t = self.threads.get(thread.get())?;
         let mut states = t.totals;
         states[open.index()] += time.since(t.covered);
+        let opens_phase = matches!(open, ThreadState::Sleeping | ThreadState::Uninterruptible)
+            && !t.in_blocked
+            && time > t.covered;
         Some(Snapshot {
             states,
+            phases: t.phases + u64::from(opens_phase),
             monitor: t.monitor_closed + t.monitor_open.map_or(0, |b| time.since(b)),
             gc: self.gc.get(&t.pid).map_or(0, |c| c.at(time)),
         })
@@ -337,6 +368,8 @@ impl CallJoin {
             kind: x.kind,
             inclusive,
             exclusive,
+            blocked_phases: u32::try_from(snap.phases.saturating_sub(call.at_enter.phases))
+                .unwrap_or(u32::MAX),
         })
     }
 }
@@ -467,6 +500,9 @@ mod tests {
         assert_eq!(a.exclusive.runnable, 10);
         assert_eq!(a.depth, 1);
         assert_eq!(b.depth, 2);
+        // A slept, then was in I/O, each phase between two stretches on the CPU; B
+        // was only preempted.
+        assert_eq!((a.blocked_phases, b.blocked_phases), (2, 0));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod collect;
 pub mod csv;
 pub mod figures;
 pub mod fit;
+mod foreign;
 pub mod jmt;
 pub mod join;
 pub mod json;

@@ -2,10 +2,12 @@
 //!
 //! A call's wall time is split by the state its thread was in, as the kernel saw it:
 //! on a CPU ([`Parts::cpu`]), runnable but waiting for a CPU ([`Parts::runnable`]),
-//! interruptible sleep `S` ([`Parts::sleeping`]), uninterruptible sleep `D`
-//! ([`Parts::uninterruptible`]), and any other state ([`Parts::other`]: stopped, idle,
-//! or a thread whose state the trace does not know). These five add up to the wall
-//! time exactly. "Blocked" is `S + D`.
+//! on a CPU whose time the hypervisor took ([`Parts::stolen`]), interruptible sleep
+//! `S` ([`Parts::sleeping`]), uninterruptible sleep `D` ([`Parts::uninterruptible`]),
+//! and any other state ([`Parts::other`]: stopped, idle, or a thread whose state the
+//! trace does not know). These six add up to the wall time exactly. "Blocked" is
+//! `S + D`. `cpu` is the CPU time the kernel charged (what the JVM's thread CPU clock
+//! counts); `cpu + stolen` is the time the call held a virtual CPU.
 //!
 //! Monitor contention ([`Parts::monitor`]) and garbage-collection overlap
 //! ([`Parts::gc`]) are not states: they are the time of the call during which its
@@ -25,6 +27,8 @@ pub struct Parts {
     pub cpu: u64,
     /// Runnable, waiting for a CPU.
     pub runnable: u64,
+    /// On a CPU, but the hypervisor ran something else on it (steal time).
+    pub stolen: u64,
     /// Interruptible sleep (`S`).
     pub sleeping: u64,
     /// Uninterruptible sleep (`D`).
@@ -43,9 +47,16 @@ impl Parts {
         self.sleeping + self.uninterruptible
     }
 
-    /// The sum of the five states; equals [`Parts::wall`] for every call.
+    /// The sum of the six states; equals [`Parts::wall`] for every call.
     pub fn states_sum(&self) -> u64 {
-        self.cpu + self.runnable + self.sleeping + self.uninterruptible + self.other
+        self.cpu + self.runnable + self.stolen + self.sleeping + self.uninterruptible + self.other
+    }
+
+    /// The time the call held a (virtual) CPU: charged CPU time plus steal. What a
+    /// queueing model of this machine's CPUs takes as service: while the hypervisor
+    /// steals, no other thread of the guest runs on that CPU.
+    pub fn on_cpu(&self) -> u64 {
+        self.cpu + self.stolen
     }
 
     /// Adds `ns` of `state`.
@@ -53,6 +64,7 @@ impl Parts {
         match state {
             ThreadState::Running => self.cpu += ns,
             ThreadState::Runnable => self.runnable += ns,
+            ThreadState::Stolen => self.stolen += ns,
             ThreadState::Sleeping => self.sleeping += ns,
             ThreadState::Uninterruptible => self.uninterruptible += ns,
             ThreadState::NotCreated | ThreadState::Stopped | ThreadState::Idle => self.other += ns,
@@ -65,6 +77,7 @@ impl Parts {
             wall: self.wall + o.wall,
             cpu: self.cpu + o.cpu,
             runnable: self.runnable + o.runnable,
+            stolen: self.stolen + o.stolen,
             sleeping: self.sleeping + o.sleeping,
             uninterruptible: self.uninterruptible + o.uninterruptible,
             other: self.other + o.other,
@@ -79,6 +92,7 @@ impl Parts {
             wall: self.wall.saturating_sub(o.wall),
             cpu: self.cpu.saturating_sub(o.cpu),
             runnable: self.runnable.saturating_sub(o.runnable),
+            stolen: self.stolen.saturating_sub(o.stolen),
             sleeping: self.sleeping.saturating_sub(o.sleeping),
             uninterruptible: self.uninterruptible.saturating_sub(o.uninterruptible),
             other: self.other.saturating_sub(o.other),
@@ -93,6 +107,7 @@ impl Parts {
             Component::Wall => self.wall,
             Component::Cpu => self.cpu,
             Component::Runnable => self.runnable,
+            Component::Stolen => self.stolen,
             Component::Blocked => self.blocked(),
             Component::Sleeping => self.sleeping,
             Component::Uninterruptible => self.uninterruptible,
@@ -112,6 +127,8 @@ pub enum Component {
     Cpu,
     /// Runnable, waiting for a CPU.
     Runnable,
+    /// On a CPU, taken by the hypervisor (steal time).
+    Stolen,
     /// Blocked: `S + D`.
     Blocked,
     /// Interruptible sleep (`S`).
@@ -128,10 +145,11 @@ pub enum Component {
 
 impl Component {
     /// Every component, in output order.
-    pub const ALL: [Component; 9] = [
+    pub const ALL: [Component; 10] = [
         Component::Wall,
         Component::Cpu,
         Component::Runnable,
+        Component::Stolen,
         Component::Blocked,
         Component::Sleeping,
         Component::Uninterruptible,
@@ -146,6 +164,7 @@ impl Component {
             Component::Wall => "wall",
             Component::Cpu => "cpu",
             Component::Runnable => "runnable",
+            Component::Stolen => "stolen",
             Component::Blocked => "blocked",
             Component::Sleeping => "sleeping",
             Component::Uninterruptible => "uninterruptible",
@@ -161,6 +180,7 @@ impl Component {
             Component::Wall => "wall",
             Component::Cpu => "cpu",
             Component::Runnable => "waiting for cpu",
+            Component::Stolen => "stolen (hypervisor)",
             Component::Blocked => "blocked (S+D)",
             Component::Sleeping => "  sleeping (S)",
             Component::Uninterruptible => "  uninterruptible (D)",

@@ -56,6 +56,17 @@ pub fn write(s: &Services, out: &mut dyn Write) -> io::Result<()> {
         s.trace.source,
         if s.trace.complete { "" } else { ", cut short" }
     )?;
+    if let Some(d) = &s.trace.damage {
+        writeln!(
+            out,
+            "damaged: {} ({} stretch{} skipped); the figures cover the {} records of the intact blocks, of {} they hold",
+            d.first,
+            d.skipped.len(),
+            if d.skipped.len() == 1 { "" } else { "es" },
+            d.records_read,
+            d.records_intact
+        )?;
+    }
     window(s, &s.whole, out, true)?;
     if !s.windows.is_empty() {
         writeln!(out)?;

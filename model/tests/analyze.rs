@@ -1,10 +1,17 @@
-//! `analyze` over synthetic traces written by `sonda_timeline::synthetic`: known
+//! `analyze` over synthetic traces written by `sonda_testdata`: known
 //! schedules in, exact parts, counts, laws and errors out.
 
-use sonda_model::analyze::{analyze, Options, ServicesError};
+use sonda_model::analyze::{self, Analysis, Options, ServicesError};
 use sonda_model::jmt::{model_of, to_xml, ModelOptions};
-use sonda_timeline::synthetic::TraceBuilder;
+use sonda_testdata::TraceBuilder;
+use sonda_timeline::Trace;
 use sonda_trace::{Cpu, Event, Runtime, Source, Tid};
+
+/// As `sonda services` does: checks the options, opens the trace, analyses it.
+fn analyze(path: &std::path::Path, opts: &Options) -> Result<Analysis, ServicesError> {
+    opts.check()?;
+    analyze::analyze(Trace::open(path)?, opts)
+}
 
 fn sw(prev: u32, prev_state: u64, next: u32) -> Event {
     Event::Switch {
@@ -113,18 +120,32 @@ fn known_schedule_gives_exact_parts_and_laws() {
     assert_eq!(v["version"], 1);
     assert!(v["whole"]["methods"][0]["inclusive"]["cpu"]["fits"].is_object());
 
-    // The model: one class, PS with 2 servers, a delay for the 2 ms sleeps.
+    // The model: one class, PS with 2 servers, a delay for the 2 ms sleeps (one phase
+    // between two CPU visits); the other thread's 1 ms per request is background.
     let jsimg = dir.path().join("m.jsimg");
-    let model = model_of(&a, &jsimg, &ModelOptions::default()).unwrap();
-    assert_eq!(model.classes.len(), 1);
+    let samples = dir.path().join("m.samples");
+    let model = model_of(&a, &jsimg, &samples, &ModelOptions::default());
+    std::fs::create_dir(&samples).unwrap();
+    for s in &model.samples {
+        s.write(std::fs::File::create(samples.join(&s.name)).unwrap())
+            .unwrap();
+    }
+    assert_eq!(model.classes.len(), 2);
     let c = &model.classes[0];
     assert!((c.cpu_mean - 0.001).abs() < 1e-12 && (c.blocked_mean - 0.002).abs() < 1e-12);
-    assert_eq!(c.blocked_fraction, 1.0);
+    assert_eq!((c.visits, c.blocked_phases), (2.0, 1.0));
+    let bg = &model.classes[1];
+    assert_eq!(bg.name, sonda_model::jmt::BACKGROUND);
+    assert!(!bg.traced);
+    assert!((bg.arrival_rate() * bg.cpu_mean - 0.010 / 0.048).abs() < 1e-9);
+    assert!((s.background.untraced_cpus - 0.010 / 0.048).abs() < 1e-9);
+    assert!(s.background.cpu_bound_tasks.is_empty());
     let xml = to_xml(&model);
     assert!(xml.contains(r#"<value>2</value>"#) && xml.contains("DeterministicDistr"));
     let samples = std::fs::read_to_string(&c.cpu_samples).unwrap();
-    assert_eq!(samples.lines().count(), 10);
-    assert!(samples.lines().all(|l| l == "0.001000000"));
+    // Per visit: each call's 1 ms over its two visits.
+    assert_eq!(samples.lines().count(), 20);
+    assert!(samples.lines().all(|l| l == "0.000500000"));
 }
 
 #[test]
@@ -170,4 +191,14 @@ fn bad_input_gives_clear_errors() {
         analyze(&path, &Options::default().with_window_ns(0)),
         Err(ServicesError::BadWindow)
     ));
+    // A window that would cut the 60 ms trace into millions: refused before the pass,
+    // with a window that fits.
+    let err = analyze(&path, &Options::default().with_window_ns(1)).unwrap_err();
+    assert!(matches!(err, ServicesError::TooManyWindows { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("more than 10000: use --window 0.0000061 or more"),
+        "{text}"
+    );
+    assert!(analyze(&path, &Options::default().with_window_ns(6_100)).is_ok());
 }

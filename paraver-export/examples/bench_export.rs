@@ -7,11 +7,29 @@
 //!
 //! `export` prints the Paraver records written per second and the process's peak
 //! resident memory (VmHWM), so run it apart from `gen`.
+use std::fs::File;
+use std::io;
 use std::path::Path;
 use std::time::Instant;
 
-use sonda_paraver::{export, ExportOptions};
-use sonda_timeline::synthetic::Busy;
+use sonda_paraver::{export, ExportOptions, Output, Outputs};
+use sonda_testdata::Busy;
+use sonda_timeline::Trace;
+
+/// Every output as the file `STEM.EXT`.
+struct Files<'a>(&'a Path);
+
+impl Outputs for Files<'_> {
+    type Writer = File;
+
+    fn create(&mut self, output: Output) -> io::Result<File> {
+        File::create(output.path(self.0))
+    }
+
+    fn name(&self, output: Output) -> String {
+        output.path(self.0).display().to_string()
+    }
+}
 
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -47,10 +65,14 @@ fn main() {
                 opts = opts.with_reorder_limit(limit.parse().expect("REORDER_LIMIT"));
             }
             let start = Instant::now();
-            let s = export(Path::new(trace), Path::new(stem), &opts).expect("export");
+            let stem = Path::new(stem);
+            let trace = Trace::open(Path::new(trace)).expect("open the trace");
+            let s = export(trace, &mut Files(stem), &opts).expect("export");
             let secs = start.elapsed().as_secs_f64();
             let written = s.states + s.events + s.communications;
-            let prv = std::fs::metadata(&s.prv).map(|m| m.len()).unwrap_or(0);
+            let prv = std::fs::metadata(Output::Prv.path(stem))
+                .map(|m| m.len())
+                .unwrap_or(0);
             println!(
                 "read {} trace records, wrote {written} Paraver records ({} states, {} events, {} pieces), {} MiB .prv, in {secs:.2} s",
                 s.trace_records, s.states, s.events, s.state_pieces, prv >> 20

@@ -21,6 +21,9 @@ pub mod state {
     pub const OTHERS: u32 = 15;
     /// Runnable, waiting for a CPU (not an Extrae state: a free number).
     pub const WAITING_CPU: u32 = 40;
+    /// On a CPU, but the hypervisor ran something else on it (steal time; a free
+    /// number).
+    pub const STOLEN: u32 = 41;
 }
 
 /// Paraver event types.
@@ -55,11 +58,12 @@ pub fn state_value(s: ThreadState) -> u32 {
         ThreadState::Uninterruptible => state::IO,
         ThreadState::Stopped => state::OTHERS,
         ThreadState::Idle => state::IDLE,
+        ThreadState::Stolen => state::STOLEN,
     }
 }
 
 /// Every state the `.pcf` declares: value, label, colour.
-pub const STATES: [(u32, &str, (u8, u8, u8)); 7] = [
+pub const STATES: [(u32, &str, (u8, u8, u8)); 8] = [
     (state::IDLE, "Idle", (117, 195, 255)),
     (state::RUNNING, "Running", (0, 0, 255)),
     (state::NOT_CREATED, "Not created", (255, 255, 255)),
@@ -67,6 +71,7 @@ pub const STATES: [(u32, &str, (u8, u8, u8)); 7] = [
     (state::IO, "I/O (uninterruptible)", (172, 174, 41)),
     (state::OTHERS, "Others (stopped)", (192, 224, 0)),
     (state::WAITING_CPU, "Waiting for a CPU", (255, 140, 0)),
+    (state::STOLEN, "Stolen (hypervisor)", (230, 0, 230)),
 ];
 
 /// Label of the value 0 of [`event::USER_FUNCTION`].

@@ -1,28 +1,29 @@
-//! The export driver: two passes over the trace, as the `.prv` header needs every
-//! thread before the first record.
+//! The export: two passes over the trace, as the `.prv` header needs every thread
+//! before the first record; both run by the timeline's driver (`Trace`).
 //!
-//! 1. `TraceMeta::scan` (seeks over the records): threads, processes, methods, classes,
-//!    CPUs, where the data ends. The thread selection and the time window are checked
-//!    against it.
-//! 2. A look-ahead over the records until every selected thread's first record is seen
-//!    (often only the start of the trace: a recording samples every thread when it
-//!    starts), so that states written before a thread's first record are right
-//!    (`Timeline::presume_from`).
-//! 3. The records through the timeline into the reorder buffer, written as they become
-//!    final; at the window's start what is open (calls, monitor waits, collections) is
+//! 1. `Trace::open`, the metadata scan (seeks over the records): threads, processes,
+//!    methods, classes, CPUs, where the data ends. The thread selection and the time
+//!    window are checked against it, and the `.prv` header written from it.
+//! 2. The driver's look-ahead over the records until every selected thread's first
+//!    record is seen (often only the start of the trace: a recording samples every
+//!    thread when it starts), so that states written before a thread's first record
+//!    are right (`Timeline::presume_from`).
+//! 3. The records through the timeline into the reorder buffer (the [`Stream`]
+//!    consumer), written as they become final; at the window's start what is open (calls, monitor waits, collections) is
 //!    opened in the `.prv`, and the records stop at its end, where the timeline closes
 //!    everything. Then the `.pcf`, `.row` and `.cfg` files, which need names and values
 //!    seen on the way.
 
-use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::ops::ControlFlow;
 use std::time::SystemTime;
 
 use sonda_timeline::names::method_labels;
-use sonda_timeline::{CallEnter, Edge, Feed, GcSpan, MonitorWait, Sink, ThreadIx, Timeline};
-use sonda_trace::{Source, Time, TraceMeta};
+use sonda_timeline::{
+    CallEnter, Consumer, DriveError, DriveOptions, Driven, Edge, GcSpan, MonitorWait, Sink,
+    ThreadIx, Timeline, Trace,
+};
+use sonda_trace::{Record, Time};
 
 use crate::cfg::{cfg_files, CfgFacts};
 use crate::header::header;
@@ -31,135 +32,102 @@ use crate::pcf::write_pcf;
 use crate::records::PrvWriter;
 use crate::select::selected;
 use crate::translate::Translate;
-use crate::{ExportError, ExportOptions, ExportSummary};
+use crate::{ExportError, ExportOptions, ExportSummary, Output, Outputs};
 
-/// Records between two attempts to write out the reorder buffer (and progress calls).
+/// Records between two attempts to write out the reorder buffer.
 const FLUSH_EVERY: u64 = 4096;
 
-/// `stem` + `.ext` (not `Path::with_extension`, which would replace a dotted stem's end).
-fn with_ext(stem: &Path, ext: &str) -> PathBuf {
-    let mut s = OsString::from(stem.as_os_str());
-    s.push(".");
-    s.push(ext);
-    PathBuf::from(s)
-}
-
-pub(crate) fn export(
-    trace: &Path,
-    stem: &Path,
+pub(crate) fn export<O: Outputs>(
+    mut trace: Trace,
+    outputs: &mut O,
     opts: &ExportOptions,
 ) -> Result<ExportSummary, ExportError> {
-    let read_error = |source| ExportError::Read {
-        path: trace.to_path_buf(),
-        source,
-    };
-    let mut meta = TraceMeta::scan(trace).map_err(read_error)?;
-    if meta.threads.is_empty() || meta.records == 0 {
+    let path = trace.path().to_path_buf();
+    if trace.meta().threads.is_empty() || trace.meta().records == 0 {
         return Err(ExportError::Empty {
-            path: trace.to_path_buf(),
-            damage: meta.damage.take(),
+            path,
+            damage: trace.meta_mut().damage.take(),
         });
     }
-    let layout = Layout::of(&meta, |t| {
-        selected(&meta, t, &opts.threads, opts.jvm_internal)
+    let meta = trace.meta();
+    let layout = Layout::of(meta, |t| {
+        selected(meta, t, &opts.threads, opts.jvm_internal)
     });
     if layout.threads.is_empty() {
         return Err(ExportError::NoThreads {
-            path: trace.to_path_buf(),
+            path,
             patterns: opts.threads.iter().map(|p| format!("{p}")).collect(),
             jvm_internal_out: !opts.jvm_internal,
         });
     }
-    let source = meta.info.as_ref().map_or(Source::Tracepoints, |i| i.source);
 
-    let mut feed = Feed::open(trace, &meta).map_err(read_error)?;
-    let origin = feed.origin();
+    let origin = trace.origin();
     let (from, to) = opts
         .window
-        .resolve(paraver_end(&feed).since(origin))
+        .resolve(paraver_end(origin, trace.end()).since(origin))
         .map_err(|reason| ExportError::Window {
-            path: trace.to_path_buf(),
+            path: path.clone(),
             reason,
         })?;
     let (zero, stop) = (Time(origin.0 + from), Time(origin.0 + to));
-    let mut timeline = Timeline::new(origin, source, layout.threads.iter().map(|t| t.0));
-    for record in Feed::open(trace, &meta).map_err(read_error)? {
-        timeline.presume_from(&record);
-        if timeline.all_presumed() {
-            break;
-        }
-    }
 
-    let prv = with_ext(stem, "prv");
-    let write_error = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExportError::Write { path, source }
+    let prv_name = outputs.name(Output::Prv);
+    let write_error = |source| ExportError::Write {
+        output: Output::Prv,
+        name: prv_name.clone(),
+        source,
     };
-    let file = File::create(&prv).map_err(write_error(&prv))?;
+    let file = outputs.create(Output::Prv).map_err(write_error)?;
     let places: Vec<_> = layout.threads.iter().map(|t| t.1).collect();
     let mut writer = PrvWriter::new(file, &places, layout.cpus);
     let date = opts.date.unwrap_or_else(SystemTime::now);
     let planned_end = to - from;
     writer
         .raw(header(date, planned_end, 0, &layout).as_bytes())
-        .map_err(write_error(&prv))?;
+        .map_err(write_error)?;
 
-    let mut sink = Translate::new(&meta, zero, layout.threads.len(), layout.cpus, opts.wakeups);
-    let total = meta.records;
-    let mut opened = from == 0;
-    let mut pushed: u64 = 0;
-    for record in feed.by_ref() {
-        if record.time > stop {
-            break;
-        }
-        if !opened && record.time >= zero {
-            open_spans(&timeline, zero, &mut sink);
-            opened = true;
-        }
-        timeline.push(&record, &mut sink);
-        pushed += 1;
-        if pushed.is_multiple_of(FLUSH_EVERY) {
-            drain(
-                &mut timeline,
-                &mut sink,
-                &mut writer,
-                record.time,
-                zero,
-                opts.reorder_limit,
-            )
-            .map_err(write_error(&prv))?;
-            if let Some(p) = &opts.progress {
-                p.tell(pushed, total);
-            }
-        }
-    }
-    let end = paraver_end(&feed).min(stop);
-    if !opened {
-        open_spans(&timeline, zero, &mut sink);
-    }
-    timeline.finish(end, &mut sink);
-    sink.reorder
-        .flush_upto(u64::MAX, &mut writer)
-        .map_err(write_error(&prv))?;
-    if let Some(p) = &opts.progress {
-        p.tell(pushed, total);
-    }
+    let mut stream = Stream {
+        sink: Translate::new(meta, zero, layout.threads.len(), layout.cpus, opts.wakeups),
+        writer,
+        origin,
+        zero,
+        stop,
+        opened: from == 0,
+        pushed: 0,
+        limit: opts.reorder_limit,
+    };
+    let drive = DriveOptions::default()
+        .with_threads(layout.threads.iter().map(|t| t.0))
+        .with_look_ahead(true)
+        .with_progress(opts.progress.clone());
+    let Driven {
+        meta,
+        timeline,
+        end,
+        records,
+        damage,
+        ..
+    } = trace.drive_with(&drive, &mut stream).map_err(|e| match e {
+        DriveError::Read(source) => ExportError::Read { path, source },
+        DriveError::Consumer(source) => write_error(source),
+    })?;
+    let Stream { sink, writer, .. } = stream;
     let written = writer.written;
-    let file = writer.finish().map_err(write_error(&prv))?;
+    let file = writer.finish().map_err(write_error)?;
     let end_ns = end.since(zero).max(1);
     if end_ns != planned_end {
         // The records stopped before the scan's end (a damaged block): the header must
         // say where the data ends. Same length, so it is rewritten in place.
         let width = planned_end.to_string().len();
-        rewrite_header(file, &header(date, end_ns, width, &layout)).map_err(write_error(&prv))?;
+        rewrite_header(file, &header(date, end_ns, width, &layout)).map_err(write_error)?;
     }
 
-    let pcf = with_ext(stem, "pcf");
     let mut labels = sink.labels(&meta, &method_labels(&meta));
     labels.threads = layout.thread_labels(&meta, &timeline);
-    write_file(&pcf, |out| write_pcf(out, &labels)).map_err(write_error(&pcf))?;
-    let row = with_ext(stem, "row");
-    write_file(&row, |out| layout.write_row(&meta, &timeline, out)).map_err(write_error(&row))?;
+    write_output(outputs, Output::Pcf, |out| write_pcf(out, &labels))?;
+    write_output(outputs, Output::Row, |out| {
+        layout.write_row(&meta, &timeline, out)
+    })?;
     let mut cfgs = Vec::new();
     if opts.cfgs {
         let facts = CfgFacts {
@@ -172,24 +140,20 @@ pub(crate) fn export(
             functions: sink.wrote.functions,
         };
         for file in cfg_files(&facts) {
-            let path = with_ext(stem, &format!("{}.cfg", file.suffix));
-            write_file(&path, |out| out.write_all(file.text.as_bytes()))
-                .map_err(write_error(&path))?;
-            cfgs.push(path);
+            let output = Output::Cfg(file.suffix);
+            write_output(outputs, output, |out| out.write_all(file.text.as_bytes()))?;
+            cfgs.push(output);
         }
     }
 
     Ok(ExportSummary {
-        prv,
-        pcf,
-        row,
         cfgs,
         from_ns: from,
         applications: layout.applications.len(),
         threads: layout.threads.len(),
         cpus: layout.cpus,
         end_ns,
-        trace_records: feed.records(),
+        trace_records: records,
         states: written.states,
         events: written.events,
         communications: written.comms,
@@ -197,14 +161,77 @@ pub(crate) fn export(
         skipped: sink.skipped,
         repairs: timeline.repairs(),
         complete: meta.complete,
-        damage: feed.into_damage().or(meta.damage.take()),
+        damage,
+        unread: meta.skipped,
     })
 }
 
-/// Where the Paraver trace ends: the trace's end, but at least 1 ns after the origin,
-/// as every thread needs a state and a state is never empty.
-fn paraver_end(feed: &Feed) -> Time {
-    feed.end().max(Time(feed.origin().0 + 1))
+/// The pass's consumer: the translation into Paraver records, the reorder buffer
+/// written out as it becomes final, and the time window.
+struct Stream<W: Write> {
+    sink: Translate,
+    writer: PrvWriter<W>,
+    origin: Time,
+    /// Paraver's 0 (the window's start) and the window's end, absolute.
+    zero: Time,
+    stop: Time,
+    /// Whether what is open at the window's start was opened in the `.prv`.
+    opened: bool,
+    pushed: u64,
+    limit: usize,
+}
+
+impl<W: Write> Consumer for Stream<W> {
+    type Sink = Translate;
+    type Error = io::Error;
+
+    fn sink(&mut self) -> &mut Translate {
+        &mut self.sink
+    }
+
+    /// Stops at the window's end; at its start, opens what began before.
+    fn before(&mut self, timeline: &Timeline, record: &Record) -> ControlFlow<()> {
+        if record.time > self.stop {
+            return ControlFlow::Break(());
+        }
+        if !self.opened && record.time >= self.zero {
+            open_spans(timeline, self.zero, &mut self.sink);
+            self.opened = true;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn after(&mut self, timeline: &mut Timeline, record: &Record) -> io::Result<()> {
+        self.pushed += 1;
+        if self.pushed.is_multiple_of(FLUSH_EVERY) {
+            drain(
+                timeline,
+                &mut self.sink,
+                &mut self.writer,
+                record.time,
+                self.zero,
+                self.limit,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn closing(&mut self, timeline: &Timeline, end: Time) -> Time {
+        if !self.opened {
+            open_spans(timeline, self.zero, &mut self.sink);
+        }
+        paraver_end(self.origin, end).min(self.stop)
+    }
+
+    fn finished(&mut self, _: &mut Timeline) -> io::Result<()> {
+        self.sink.reorder.flush_upto(u64::MAX, &mut self.writer)
+    }
+}
+
+/// Where the Paraver trace ends: the trace's `end`, but at least 1 ns after the
+/// `origin`, as every thread needs a state and a state is never empty.
+fn paraver_end(origin: Time, end: Time) -> Time {
+    end.max(Time(origin.0 + 1))
 }
 
 /// At the window's start `zero`, opens in the `.prv` what began before it: the CPU
@@ -267,20 +294,26 @@ fn drain<W: Write>(
     }
 }
 
-fn rewrite_header(mut file: File, header: &str) -> io::Result<()> {
-    file.seek(SeekFrom::Start(0))?;
-    file.write_all(header.as_bytes())?;
-    file.flush()
+fn rewrite_header(mut out: impl Write + Seek, header: &str) -> io::Result<()> {
+    out.seek(SeekFrom::Start(0))?;
+    out.write_all(header.as_bytes())?;
+    out.flush()
 }
 
-fn write_file(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
-    let mut out = BufWriter::new(
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?,
-    );
-    body(&mut out)?;
-    out.flush()
+/// Creates `output` and writes it through a buffer.
+fn write_output<O: Outputs>(
+    outputs: &mut O,
+    output: Output,
+    body: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), ExportError> {
+    let write = || {
+        let mut out = BufWriter::new(outputs.create(output)?);
+        body(&mut out)?;
+        out.flush()
+    };
+    write().map_err(|source| ExportError::Write {
+        output,
+        name: outputs.name(output),
+        source,
+    })
 }

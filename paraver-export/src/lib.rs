@@ -2,7 +2,9 @@
 //! `STEM.pcf` (state and event labels, colours), `STEM.row` (CPU, node, process and
 //! thread names) and ready-made views `STEM.<view>.cfg` (module `cfg`).
 //!
-//! [`export`] is the stable entry point for the `sonda paraver` command. The thread
+//! [`export`] is the stable entry point for the `sonda paraver` command: it takes a
+//! trace opened with `sonda_timeline::Trace::open` and writes each output to a writer
+//! the caller creates ([`Outputs`]; the library never opens an output path). The thread
 //! states, calls and spans come from `sonda_timeline`; this crate lays them out in
 //! Paraver's model (one application per process, one task, its threads: module
 //! `layout`), numbers them ([`conventions`], the one place for Paraver numbers), and
@@ -33,43 +35,24 @@ pub mod select;
 mod translate;
 mod window;
 
+use std::ffi::OsString;
 use std::fmt;
-use std::io;
+use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::SystemTime;
 
-use sonda_timeline::Repairs;
-use sonda_trace::ReadError;
+use sonda_timeline::{Repairs, Trace, TraceError};
+use sonda_trace::{Damage, ReadError};
 
 pub use select::ThreadPattern;
+/// Told how far an export got: `(records read, records in the trace)`, every few
+/// thousand records and once at the end (the timeline driver's progress).
+pub use sonda_timeline::Progress;
 pub use window::{parse_time, TimeWindow};
 
 /// Records the reorder buffer holds by default before it splits long states (about
 /// 16 MiB of records; see [`ExportOptions::reorder_limit`]).
 pub const DEFAULT_REORDER_LIMIT: usize = 1 << 19;
-
-/// Told how far an export got: `(records read, records in the trace)`, every few
-/// thousand records and once at the end.
-#[derive(Clone)]
-pub struct Progress(Arc<dyn Fn(u64, u64) + Send + Sync>);
-
-impl Progress {
-    /// A progress callback.
-    pub fn new(f: impl Fn(u64, u64) + Send + Sync + 'static) -> Progress {
-        Progress(Arc::new(f))
-    }
-
-    pub(crate) fn tell(&self, done: u64, total: u64) {
-        (self.0)(done, total)
-    }
-}
-
-impl fmt::Debug for Progress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Progress(..)")
-    }
-}
 
 /// How to export. Build with `ExportOptions::default()` and the `with_` methods:
 /// fields may be added.
@@ -164,18 +147,79 @@ impl ExportOptions {
     }
 }
 
+/// One output of an export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Output {
+    /// The `.prv`: header and records.
+    Prv,
+    /// The `.pcf`: state and event labels, colours.
+    Pcf,
+    /// The `.row`: CPU, node, process and thread names.
+    Row,
+    /// A ready-made view, `.NAME.cfg` (module `cfg`).
+    Cfg(&'static str),
+}
+
+impl Output {
+    /// Its file name's extension: `prv`, `pcf`, `row`, `NAME.cfg`.
+    pub fn extension(&self) -> String {
+        match self {
+            Output::Prv => "prv".into(),
+            Output::Pcf => "pcf".into(),
+            Output::Row => "row".into(),
+            Output::Cfg(name) => format!("{name}.cfg"),
+        }
+    }
+
+    /// Its usual path: `stem` plus `.` and the extension (`out/app` gives
+    /// `out/app.prv`; not `Path::with_extension`, which would replace a dotted stem's
+    /// end). Computes the path only: opening it is the caller's ([`Outputs`]).
+    pub fn path(&self, stem: &Path) -> PathBuf {
+        let mut s = OsString::from(stem.as_os_str());
+        s.push(".");
+        s.push(self.extension());
+        PathBuf::from(s)
+    }
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, ".{}", self.extension())
+    }
+}
+
+/// Where an export's outputs go. The exporter never opens a path itself: the caller
+/// decides where each output is written (a file, a temporary file renamed into place
+/// once the export succeeded, memory), so that the command controls every file it
+/// writes. Each output is created once, written in full, then dropped; every output
+/// is complete when [`export`] returns `Ok`.
+pub trait Outputs {
+    /// A writer of one output. Seekable because of the `.prv` (the others are written
+    /// front to back): its header, written first, holds the trace's end as the
+    /// metadata scan announced it, and when the records stop before that end (a
+    /// damaged trace), the header is rewritten in place, at offset 0 and of the same
+    /// length (the end is zero-padded). `File` and `io::Cursor<Vec<u8>>` do.
+    type Writer: Write + Seek;
+
+    /// Creates (truncates) `output`. Called only after the trace, the thread selection
+    /// and the window were checked, so an export that fails on its input creates
+    /// nothing.
+    fn create(&mut self, output: Output) -> io::Result<Self::Writer>;
+
+    /// How error messages name `output`: its path, for files. By default `the .prv`
+    /// and so on.
+    fn name(&self, output: Output) -> String {
+        format!("the {output}")
+    }
+}
+
 /// What an export wrote.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct ExportSummary {
-    /// The `.prv` written.
-    pub prv: PathBuf,
-    /// The `.pcf` written.
-    pub pcf: PathBuf,
-    /// The `.row` written.
-    pub row: PathBuf,
-    /// The `.cfg` views written.
-    pub cfgs: Vec<PathBuf>,
+    /// The `.cfg` views written (besides the `.prv`, `.pcf` and `.row`).
+    pub cfgs: Vec<Output>,
     /// Where the exported window begins in the trace (ns from its origin): Paraver's
     /// time 0.
     pub from_ns: u64,
@@ -204,9 +248,12 @@ pub struct ExportSummary {
     pub repairs: Repairs,
     /// Whether the recording finished cleanly.
     pub complete: bool,
-    /// Where the trace stops being readable, when it is cut short or damaged: the
-    /// files hold everything before it. The command should print this and fail.
+    /// The first damage, when the trace is cut short or damaged: the files hold
+    /// every intact block ([`ExportSummary::unread`] lists what was skipped). The
+    /// command should print this and fail.
     pub damage: Option<ReadError>,
+    /// Every stretch of the file skipped as damaged.
+    pub unread: Damage,
 }
 
 /// Why an export failed.
@@ -244,10 +291,12 @@ pub enum ExportError {
         /// Whether JVM-internal threads were left out.
         jvm_internal_out: bool,
     },
-    /// An output file could not be written.
+    /// An output could not be created or written.
     Write {
-        /// The file.
-        path: PathBuf,
+        /// The output.
+        output: Output,
+        /// Its name in messages ([`Outputs::name`]: its path, for a file).
+        name: String,
         /// Why.
         source: io::Error,
     },
@@ -286,9 +335,7 @@ impl fmt::Display for ExportError {
                 }
                 Ok(())
             }
-            ExportError::Write { path, source } => {
-                write!(f, "cannot write {}: {source}", path.display())
-            }
+            ExportError::Write { name, source, .. } => write!(f, "cannot write {name}: {source}"),
         }
     }
 }
@@ -304,14 +351,23 @@ impl std::error::Error for ExportError {
     }
 }
 
-/// Exports the trace at `trace` to `STEM.prv`, `STEM.pcf`, `STEM.row` and the
-/// `STEM.<view>.cfg` views (`stem` plus the extension: `out/app` gives `out/app.prv`).
-/// A cut or damaged trace is exported up to where it stops, and
-/// [`ExportSummary::damage`] says where.
-pub fn export(
-    trace: &Path,
-    stem: &Path,
+impl From<TraceError> for ExportError {
+    fn from(e: TraceError) -> ExportError {
+        ExportError::Read {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
+/// Exports `trace` (opened with [`Trace::open`]) to the `.prv`, `.pcf`, `.row` and,
+/// if asked, the `.cfg` views, each created through `outputs` (see [`Outputs`] for why
+/// the `.prv`'s writer must seek). A cut or damaged trace is exported up to where it
+/// stops, and [`ExportSummary::damage`] says where.
+pub fn export<O: Outputs>(
+    trace: Trace,
+    outputs: &mut O,
     opts: &ExportOptions,
 ) -> Result<ExportSummary, ExportError> {
-    export::export(trace, stem, opts)
+    export::export(trace, outputs, opts)
 }

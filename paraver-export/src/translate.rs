@@ -297,8 +297,10 @@ impl Sink for Translate {
             return;
         }
         self.pieces += u64::from(self.cutting);
-        // A Running state names the CPU it runs on; other states are on no CPU (0).
-        let cpu = if iv.state == ThreadState::Running {
+        // A Running state names the CPU it runs on, and so does a Stolen one (the
+        // thread holds that CPU, the hypervisor runs something else on it); other
+        // states are on no CPU (0).
+        let cpu = if matches!(iv.state, ThreadState::Running | ThreadState::Stolen) {
             self.cpu(iv.cpu)
         } else {
             0

@@ -69,6 +69,11 @@ impl fmt::Display for Ns {
 /// `us` or `ns` (no unit: ns), e.g. `1.5s`, `200ms`, `250000`.
 pub fn parse_time(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "a time from the trace's start cannot be negative: {text:?}"
+        ));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
@@ -115,7 +120,10 @@ mod tests {
         assert!(parse_time("1.5h").unwrap_err().contains("unit"));
         assert!(parse_time("s").is_err());
         assert!(parse_time("1.2.3s").is_err());
-        assert!(parse_time("-1s").is_err());
+        assert!(parse_time("-1s")
+            .unwrap_err()
+            .contains("cannot be negative"));
+        assert!(parse_time("-5").unwrap_err().contains("cannot be negative"));
     }
 
     #[test]

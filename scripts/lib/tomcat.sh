@@ -7,6 +7,9 @@
 # The sourcing script sets, before sourcing: ME (its name, for messages), REPO, FILES
 # (scripts/tomcat), OUT and CATALINA_HOME; and before the clean-up runs, STOP_ORDER:
 # the names of the variables holding the pids to stop, in order, each "label=VAR".
+# Optional: EXAMPLES=1 installs and deploys Debian's examples web application at
+# /examples (HelloWorldExample at $HELLO_PATH); NO_ACCESS_LOG=1 leaves the access log
+# out of server.xml.
 
 say() { echo "$ME: $*" >&2; }
 die() {
@@ -47,9 +50,15 @@ stop_system_tomcat() {
     fi
 }
 
+# Debian's examples web application (HelloWorldExample), deployed by make_base when
+# the sourcing script sets EXAMPLES=1.
+EXAMPLES_DIR=/usr/share/tomcat10-examples/examples
+HELLO_PATH=/examples/servlets/servlet/HelloWorldExample
+
 setup_packages() {
     local need=()
     [ -x "$CATALINA_HOME/bin/catalina.sh" ] || need+=(tomcat10)
+    [ "${EXAMPLES:-0}" != 1 ] || [ -d "$EXAMPLES_DIR/WEB-INF" ] || need+=(tomcat10-examples)
     command -v wrk >/dev/null 2>&1 || need+=(wrk)
     command -v python3 >/dev/null 2>&1 || need+=(python3)
     command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
@@ -74,12 +83,15 @@ setup_sonda() {
     [ -x "$SONDA" ] || die "$SONDA is not an executable (set SONDA_BIN)"
     export SONDA_AGENT="${SONDA_AGENT:-$(dirname "$SONDA")/libsonda.so}"
     [ -f "$SONDA_AGENT" ] || die "agent library $SONDA_AGENT not found (set SONDA_AGENT)"
-    PRVCHECK="${PRVCHECK:-}"
-    if [ -z "$PRVCHECK" ]; then
-        PRVCHECK="$REPO/../shared/tools/prvcheck"
-        [ -e "$PRVCHECK" ] || PRVCHECK="$REPO/tests/tools/prvcheck"
+    # NEED_PRVCHECK=0: the sourcing script checks no Paraver export.
+    if [ "${NEED_PRVCHECK:-1}" = 1 ]; then
+        PRVCHECK="${PRVCHECK:-}"
+        if [ -z "$PRVCHECK" ]; then
+            PRVCHECK="$REPO/../shared/tools/prvcheck"
+            [ -e "$PRVCHECK" ] || PRVCHECK="$REPO/tests/tools/prvcheck"
+        fi
+        [ -f "$PRVCHECK" ] || die "prvcheck not found at $PRVCHECK (set PRVCHECK)"
     fi
-    [ -f "$PRVCHECK" ] || die "prvcheck not found at $PRVCHECK (set PRVCHECK)"
     if [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
         mount -t tracefs nodev /sys/kernel/tracing || say "could not mount tracefs"
     fi
@@ -98,7 +110,20 @@ make_base() {
     done
     PORT="$(free_port)"
     sed "s/@PORT@/$PORT/" "$FILES/server.xml" >"$BASE/conf/server.xml"
+    if [ "${NO_ACCESS_LOG:-0}" = 1 ]; then
+        # A benchmark does not want a file write per request that is not Tomcat's work.
+        sed -i '/<Valve className="org.apache.catalina.valves.AccessLogValve"/,/\/>/d' "$BASE/conf/server.xml"
+        grep -q AccessLogValve "$BASE/conf/server.xml" && die "could not remove the access log from server.xml"
+    fi
     cp "$FILES"/webapp/* "$BASE/webapps/ROOT/"
+    if [ "${EXAMPLES:-0}" = 1 ]; then
+        [ -d "$EXAMPLES_DIR/WEB-INF" ] || die "no examples web application in $EXAMPLES_DIR (package tomcat10-examples)"
+        mkdir -p "$BASE/conf/Catalina/localhost"
+        # As Debian's /etc/tomcat10/Catalina/localhost/examples.xml (linked jars allowed),
+        # without its path attribute, which Tomcat ignores there (the file name is the path).
+        printf '<Context docBase="%s">\n  <Resources allowLinking="true"/>\n</Context>\n' \
+            "$EXAMPLES_DIR" >"$BASE/conf/Catalina/localhost/examples.xml"
+    fi
     ACCESS_LOG="$BASE/logs/access.log"
 }
 
@@ -167,9 +192,12 @@ wait_ready() {
         sleep 0.2
     done
     say "Tomcat (JVM pid $JVM_PID) answers after $((SECONDS - t0)) s"
-    # JSPs compile on their first request: do that before the measured load.
+    # JSPs compile on their first request: do that before the measured load (and check
+    # the examples' servlet answers when it is deployed).
     local page
-    for page in /cpu.jsp /sleep.jsp /mixed.jsp; do
+    local pages=(/cpu.jsp /sleep.jsp /mixed.jsp)
+    [ "${EXAMPLES:-0}" != 1 ] || pages+=("$HELLO_PATH")
+    for page in "${pages[@]}"; do
         status="$(http_get "$page")" || die "no answer for $page"
         [ "$status" = 200 ] || die "$page answered with status $status; see $OUT/catalina.log"
     done

@@ -23,12 +23,19 @@ pub const UNIT: usize = 16;
 
 /// Offsets of header fields (all naturally aligned).
 pub mod hdr {
+    /// The file's magic bytes.
     pub const MAGIC: usize = 0;
+    /// u32: the layout version.
     pub const VERSION: usize = 8;
+    /// u32: the number of per-thread slots.
     pub const SLOT_COUNT: usize = 12;
+    /// u32: bytes of each slot's ring (a power of two).
     pub const RING_LEN: usize = 16;
+    /// u32: the clock records are stamped with.
     pub const CLOCK: usize = 20;
+    /// u64: bytes of the metadata log.
     pub const META_LEN: usize = 24;
+    /// u32: bytes of the configuration text in use.
     pub const CONFIG_USED: usize = 32;
     /// AtomicU64: events lost because no slot was free.
     pub const NO_SLOT_DROPS: usize = 64;

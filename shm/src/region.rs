@@ -11,17 +11,20 @@
 //! yet published. It never wraps, so nothing in it is lost once written, and it is never
 //! on a probe's hot path (class loading, thread start).
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::MmapRaw;
 
+use crate::config::{AgentConfig, ConfigError};
 use crate::layout::{
     hdr, slot, AgentState, Clock, Geometry, SlotState, CONFIG_LEN, HEADER_LEN, MAGIC,
     SLOT_HEADER_LEN, UNIT, VERSION,
 };
+use crate::lock;
 
 /// Why an agent could not use a shared file.
 #[derive(Debug)]
@@ -41,10 +44,55 @@ impl std::fmt::Display for OpenError {
     }
 }
 
+impl std::error::Error for OpenError {}
+
+/// Why the collector could not make a buffer file.
+#[derive(Debug)]
+pub enum CreateError {
+    /// The geometry or the configuration cannot be used.
+    Invalid(&'static str),
+    /// The file system could not reserve the file's `bytes` (a full tmpfs, a quota):
+    /// nothing was mapped.
+    Reserve {
+        /// The file's size.
+        bytes: u64,
+        /// What the file system said.
+        error: io::Error,
+    },
+    /// Creating, locking, sizing or mapping the file failed.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CreateError::Invalid(what) => f.write_str(what),
+            CreateError::Reserve { bytes, error } => {
+                write!(
+                    f,
+                    "cannot reserve {bytes} bytes for the buffer file: {error}"
+                )
+            }
+            CreateError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for CreateError {}
+
+impl From<io::Error> for CreateError {
+    fn from(e: io::Error) -> CreateError {
+        CreateError::Io(e)
+    }
+}
+
 /// A mapped buffer file.
 pub struct Region {
     map: MmapRaw,
     geo: Geometry,
+    /// The file itself, open for as long as the region lives: the collector's holds
+    /// its lock ([`crate::lock`]); an agent's is what it tests the collector's with.
+    file: File,
 }
 
 // SAFETY: all shared mutation goes through atomics or through ring ranges that the
@@ -54,30 +102,82 @@ unsafe impl Sync for Region {}
 unsafe impl Send for Region {}
 
 impl Region {
-    /// Creates the file at `path` (the collector's side), sized for `geo`, with the given
-    /// clock and configuration text for agents.
-    pub fn create(path: &Path, geo: Geometry, clock: Clock, config: &str) -> io::Result<Region> {
-        if !geo.valid() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "invalid buffer geometry",
-            ));
-        }
-        if config.len() > CONFIG_LEN {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "agent configuration too long (over 64 KiB)",
-            ));
-        }
+    /// Creates the file at `path` (which must not exist; mode 0600, never through a
+    /// symlink) and makes it the buffer ([`Region::create_on`]). On failure nothing is
+    /// left at `path`.
+    pub fn create(
+        path: &Path,
+        geo: Geometry,
+        clock: Clock,
+        config: &AgentConfig,
+    ) -> Result<Region, CreateError> {
+        let text = config
+            .encode()
+            .map_err(|_| CreateError::Invalid("the agent configuration cannot be encoded"))?;
+        Region::create_with_config_text(path, geo, clock, &text)
+    }
+
+    /// Like [`Region::create`], with `config` written verbatim as the configuration text:
+    /// what a collector of another version, or a damaged file, may hold. Agents must
+    /// refuse such a text cleanly; their tests use this to check that they do.
+    pub fn create_with_config_text(
+        path: &Path,
+        geo: Geometry,
+        clock: Clock,
+        config: &str,
+    ) -> Result<Region, CreateError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)?;
-        // Sparse: only touched pages use memory.
-        file.set_len(geo.file_len() as u64)?;
+        let made = Region::init(file, geo, clock, config);
+        if made.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        made
+    }
+
+    /// Makes `file`, just created by the caller and still empty, the buffer for `geo`
+    /// with the given clock and configuration for agents (the collector's side).
+    ///
+    /// The file's whole memory, slots and metadata log included, is reserved
+    /// (`fallocate`) before it is mapped: a mapping of a sparse file on a full tmpfs
+    /// faults (SIGBUS) the first time a page is touched, in whichever process touches
+    /// it, a traced JVM included. So once this returns, no access of any agent to the
+    /// file can fault; when the reservation fails, [`CreateError::Reserve`] says so and
+    /// nothing was mapped. The caller's descriptor then holds the owner's lock
+    /// ([`crate::lock`]) for the region's life.
+    pub fn create_on(
+        file: File,
+        geo: Geometry,
+        clock: Clock,
+        config: &AgentConfig,
+    ) -> Result<Region, CreateError> {
+        let text = config
+            .encode()
+            .map_err(|_| CreateError::Invalid("the agent configuration cannot be encoded"))?;
+        Region::init(file, geo, clock, &text)
+    }
+
+    fn init(file: File, geo: Geometry, clock: Clock, config: &str) -> Result<Region, CreateError> {
+        if !geo.valid() {
+            return Err(CreateError::Invalid("invalid buffer geometry"));
+        }
+        if config.len() > CONFIG_LEN {
+            return Err(CreateError::Invalid(
+                "agent configuration too long (over 64 KiB)",
+            ));
+        }
+        lock::hold(&file)?;
+        let len = geo.file_len() as u64;
+        file.set_len(len)
+            .and_then(|()| reserve(&file, len))
+            .map_err(|error| CreateError::Reserve { bytes: len, error })?;
         let map = MmapRaw::map_raw(&file)?;
-        let region = Region { map, geo };
+        let region = Region { map, geo, file };
         // SAFETY: the file was just created by us and is not yet shared; the ranges are
         // inside the mapping (HEADER_LEN + CONFIG_LEN <= file_len).
         unsafe {
@@ -110,15 +210,30 @@ impl Region {
     }
 
     /// Maps an existing file (an agent's side) and checks its layout.
+    ///
+    /// The file must be a regular file (the last component is never followed as a
+    /// symlink) whose every byte the file system has allocated: a sparse file, which
+    /// no sonda collector makes, could fault this process on first touch, so it is
+    /// refused before anything is mapped.
     pub fn open(path: &Path) -> Result<Region, OpenError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)
             .map_err(OpenError::Io)?;
-        let len = file.metadata().map_err(OpenError::Io)?.len() as usize;
+        let meta = file.metadata().map_err(OpenError::Io)?;
+        if !meta.file_type().is_file() {
+            return Err(OpenError::Layout("not a regular file"));
+        }
+        let len = meta.len() as usize;
         if len < HEADER_LEN + CONFIG_LEN {
             return Err(OpenError::Layout("file too short"));
+        }
+        if meta.blocks().saturating_mul(512) < meta.len() {
+            return Err(OpenError::Layout(
+                "its memory is not reserved (a sparse file could crash this process when a page is first touched)",
+            ));
         }
         let map = MmapRaw::map_raw(&file).map_err(OpenError::Io)?;
         // SAFETY: the mapping is at least HEADER_LEN long; reading 8 bytes at offset 0.
@@ -133,6 +248,7 @@ impl Region {
                 ring_len: 0,
                 meta_len: 0,
             },
+            file,
         };
         if probe.u32(hdr::VERSION).load(Ordering::Acquire) != VERSION {
             return Err(OpenError::Layout(
@@ -150,9 +266,18 @@ impl Region {
         let region = Region {
             map: probe.map,
             geo,
+            file: probe.file,
         };
         region.u32(hdr::ATTACHED).fetch_add(1, Ordering::AcqRel);
         Ok(region)
+    }
+
+    /// Whether the collector that made this file still runs: its lock on the file
+    /// ([`crate::lock`]) is held. For an agent (or another collector) that opened the
+    /// file itself, never for the collector's own region. Exact at once, whatever the
+    /// pid namespaces, unlike the heartbeat.
+    pub fn collector_alive(&self) -> bool {
+        lock::is_held(&self.file)
     }
 
     /// The sizes of this file.
@@ -168,12 +293,13 @@ impl Region {
         }
     }
 
-    /// The configuration text the collector left for agents.
-    pub fn config(&self) -> String {
+    /// The configuration the collector left for agents; an error when its text does not
+    /// decode (see [`AgentConfig::decode`]).
+    pub fn config(&self) -> Result<AgentConfig, ConfigError> {
         let used = (self.u32(hdr::CONFIG_USED).load(Ordering::Acquire) as usize).min(CONFIG_LEN);
         // SAFETY: the config area is inside the mapping and written only by `create`.
         let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(HEADER_LEN), used) };
-        String::from_utf8_lossy(bytes).into_owned()
+        AgentConfig::decode(&String::from_utf8_lossy(bytes))
     }
 
     fn u32(&self, off: usize) -> &AtomicU32 {
@@ -216,6 +342,7 @@ impl Region {
                     // SAFETY: the slot header and ring lie inside the mapping (geometry
                     // checked at open); the region is 'static so the pointers stay valid.
                     header: unsafe { self.map.as_mut_ptr().add(base) },
+                    // SAFETY: as above: the ring follows the slot header inside the mapping.
                     data: unsafe { self.map.as_mut_ptr().add(base + SLOT_HEADER_LEN) },
                     mask: u64::from(self.geo.ring_len) - 1,
                 });
@@ -445,10 +572,15 @@ impl Region {
 /// What the consumer sees of a slot.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct SlotInfo {
+    /// Free, owned by a thread, or released.
     pub state: SlotState,
+    /// The owning thread's process.
     pub pid: u32,
+    /// The owning thread.
     pub tid: u32,
+    /// Bumped each time the slot is claimed, so a reused slot is told apart.
     pub generation: u32,
+    /// Events the producer could not write because the ring was full.
     pub dropped: u64,
     /// Of `dropped`, how many were method or region entries.
     pub dropped_enters: u64,
@@ -577,4 +709,24 @@ fn prefetch_for_write(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Makes the file system allocate all `len` bytes of `file` (a file of ours, just made,
+/// that nobody else has yet). `fallocate` does it at once on tmpfs and the usual disk
+/// file systems; where it is not supported (some network and FUSE file systems),
+/// writing zeros over the whole file does the same, more slowly.
+fn reserve(file: &File, len: u64) -> io::Result<()> {
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => return Ok(()),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {}
+        Err(e) => return Err(e.into()),
+    }
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_data()
 }

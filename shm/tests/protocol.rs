@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use sonda_shm::config::{AgentConfig, Mode};
 use sonda_shm::records::{decode, head, ENTER, FUNC_ENTER};
 use sonda_shm::{AgentState, Clock, Geometry, Region, SlotState};
 
@@ -15,7 +16,11 @@ fn region(slots: u32, ring_len: u32) -> (&'static Region, tempfile::TempDir) {
         ring_len,
         meta_len: 1 << 16,
     };
-    Region::create(&path, geo, Clock::Tsc, "methods=a.B\n").unwrap();
+    let config = AgentConfig {
+        methods: vec!["a.B".into()],
+        ..AgentConfig::default()
+    };
+    Region::create(&path, geo, Clock::Tsc, &config).unwrap();
     let agent = Region::open(&path).unwrap();
     (Box::leak(Box::new(agent)), dir)
 }
@@ -101,7 +106,7 @@ fn slots_run_out_and_come_back() {
 #[test]
 fn metadata_log_keeps_everything_until_full() {
     let (r, _dir) = region(1, 256);
-    assert_eq!(r.config(), "methods=a.B\n");
+    assert_eq!(r.config().unwrap().methods, ["a.B"]);
     let mut n = 0;
     while r.meta_append(format!("record {n}").as_bytes()) {
         n += 1;
@@ -126,7 +131,11 @@ fn agent_state_heartbeat_and_method_id_floor_cross_the_mapping() {
         ring_len: 4096,
         meta_len: 1 << 16,
     };
-    let collector = Region::create(&path, geo, Clock::Monotonic, "mode=attach\n").unwrap();
+    let config = AgentConfig {
+        mode: Some(Mode::Attach),
+        ..AgentConfig::default()
+    };
+    let collector = Region::create(&path, geo, Clock::Monotonic, &config).unwrap();
     let agent = Region::open(&path).unwrap();
     assert_eq!(agent.agent_state(), AgentState::Starting);
     assert_eq!(agent.last_heartbeat(), 0);
@@ -143,4 +152,40 @@ fn agent_state_heartbeat_and_method_id_floor_cross_the_mapping() {
     assert_eq!(agent.next_method_id(), Some(40));
     assert_eq!(agent.raise_method_ids_to(5), 41);
     assert_eq!(agent.next_method_id(), Some(41));
+}
+
+#[test]
+fn the_configuration_crosses_the_file_and_a_bad_text_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let geo = Geometry {
+        slots: 1,
+        ring_len: 256,
+        meta_len: 1 << 16,
+    };
+    let config = AgentConfig {
+        methods: vec!["app.**".into(), "!app.X".into()],
+        monitors: false,
+        gc: true,
+        mode: Some(Mode::Launch),
+    };
+    let good = dir.path().join("good");
+    Region::create(&good, geo, Clock::Monotonic, &config).unwrap();
+    assert_eq!(Region::open(&good).unwrap().config(), Ok(config));
+    // A text this version would not write (another collector's, a damaged file).
+    let bad = dir.path().join("bad");
+    Region::create_with_config_text(&bad, geo, Clock::Monotonic, "mode=attach\ngc=maybe\n")
+        .unwrap();
+    let err = Region::open(&bad).unwrap().config().unwrap_err();
+    assert!(err.to_string().contains("gc=maybe"), "{err}");
+    // A configuration the text cannot carry is refused before the file exists.
+    let unencodable = AgentConfig {
+        methods: vec!["a\nb".into()],
+        ..AgentConfig::default()
+    };
+    let none = dir.path().join("none");
+    let Err(err) = Region::create(&none, geo, Clock::Monotonic, &unencodable) else {
+        panic!("a pattern with a line break was written");
+    };
+    assert!(matches!(err, sonda_shm::CreateError::Invalid(_)), "{err}");
+    assert!(!none.exists());
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests: where the built `sonda` and `libsonda.so`
-//! are, compiling the Java workloads, running commands, checking Paraver output with
-//! prvcheck, and reading a `.prv` back for cross-checks.
+//! are, compiling the Java workloads and recording them ([`Workload`]), running
+//! commands, deciding when a test may skip ([`require`]), which tests may share the
+//! machine ([`exclusive`]), checking Paraver output with prvcheck and pertalde
+//! ([`check_paraver`]), and reading a `.prv` back for cross-checks.
 //!
 //! The tests run the real binaries: build them first (`cargo build --release
 //! --workspace`, which `scripts/test.sh` does) — the harness does not call cargo, so
@@ -11,8 +13,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+mod machine;
 pub mod paraver;
 pub mod pcf;
+mod skip;
+mod workload;
+
+pub use machine::{exclusive, shared};
+pub use workload::{Attach, Recorded, Workload};
+
+pub use skip::{
+    have, in_ci, is_root, optional, require, require_root, require_tool, require_tracepoints,
+    tracepoints_available,
+};
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
@@ -40,6 +53,36 @@ fn built(name: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+/// The partial files of the output `path`: `NAME.XXXXXX.partial` beside it, where sonda
+/// writes an output until it is complete (and where a killed recording's trace stays).
+pub fn partial_outputs(path: &Path) -> Vec<PathBuf> {
+    let name = path
+        .file_name()
+        .expect("an output has a file name")
+        .to_string_lossy()
+        .into_owned();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let partial = |file: &str| {
+        file.strip_prefix(name.as_str())
+            .and_then(|rest| rest.strip_prefix('.'))
+            .and_then(|rest| rest.strip_suffix(".partial"))
+            .is_some_and(|random| random.len() == 6)
+    };
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(partial))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
 }
 
 /// The `sonda` binary.
@@ -84,44 +127,6 @@ pub fn wait_until_stopped(pid: u32) {
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-}
-
-/// Whether the tests run in CI, where a missing capability is a failure, not a skip.
-pub fn in_ci() -> bool {
-    std::env::var("CI").map(|v| v == "true").unwrap_or(false)
-}
-
-/// Skips (returns false, with a message) when the test cannot run here; in CI, fails.
-pub fn require(what: &str, available: bool) -> bool {
-    if available {
-        return true;
-    }
-    if in_ci() {
-        panic!("CI=true but {what} is not available: a missing capability is a failure in CI");
-    }
-    eprintln!("SKIPPED: {what} is not available on this machine");
-    false
-}
-
-/// Whether we are root.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Whether kernel tracepoints can be used: root, and tracefs mounted (mounting it if
-/// it is empty, as sonda itself does).
-pub fn tracepoints_available() -> bool {
-    if !is_root() {
-        return false;
-    }
-    let id = Path::new("/sys/kernel/tracing/events/sched/sched_switch/id");
-    if !id.exists() && Path::new("/sys/kernel/tracing").exists() {
-        let _ = Command::new("mount")
-            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-            .status();
-    }
-    id.exists()
 }
 
 /// Compiles `tests/java/<name>.java` (once per test process) and returns the class dir.
@@ -187,13 +192,20 @@ pub fn prvcheck_path() -> PathBuf {
     repo_root().join("tests/tools/prvcheck")
 }
 
-/// Checks a Paraver trace with both checkers the project answers to: prvcheck (no
-/// `--allow-gaps`) and pertalde's `ptd comprovar -e`, BSC's own reader of the record
-/// syntax. Fails the test with their findings. pertalde comes from the tests' Python
-/// environment ([`python_env`]); where that cannot be made it is skipped with a
-/// message, except in CI.
-pub fn prvcheck(prv: &Path) {
-    let out = run(Command::new("python3").arg(prvcheck_path()).arg(prv));
+/// Checks a Paraver trace with both checkers the project answers to, and fails the
+/// test with their findings: prvcheck (strict, no `--allow-gaps`) and pertalde's
+/// `ptd comprovar -e`, BSC's own reader of the record syntax. `trace` is the `.prv`
+/// or its stem (the path `sonda paraver -o` was given). Every test that exports to
+/// Paraver checks here, so that no export is judged by one checker only. pertalde
+/// comes from the tests' Python environment ([`python_env`]); where that cannot be
+/// made it is skipped with a message, except in CI.
+pub fn check_paraver(trace: &Path) {
+    let prv = if trace.extension().is_some_and(|e| e == "prv") {
+        trace.to_path_buf()
+    } else {
+        trace.with_extension("prv")
+    };
+    let out = run(Command::new("python3").arg(prvcheck_path()).arg(&prv));
     assert!(
         out.status.success() && text(&out.stdout).contains("prvcheck: OK"),
         "prvcheck failed on {}:\n{}{}",
@@ -204,7 +216,7 @@ pub fn prvcheck(prv: &Path) {
     if let Some(venv) = python_env() {
         let out = run(Command::new(venv.join("bin/ptd"))
             .args(["comprovar", "-e"])
-            .arg(prv));
+            .arg(&prv));
         let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(
             out.status.success() && !said.to_lowercase().contains("error"),
@@ -214,7 +226,7 @@ pub fn prvcheck(prv: &Path) {
     }
 }
 
-/// The tests' Python environment: LINE (`line-solver`), `jsonschema` and pertalde at
+/// The tests' Python environment: LINE (`line-solver`), `jsonschema`, pertalde and DuckDB at
 /// the versions of `tests/python-requirements.txt`, made once under the target
 /// directory (scripts/test.sh makes it before the tests run) and made afresh when that
 /// file changes. `None` (a skip) only when it cannot be made and CI is not "true".
@@ -231,7 +243,7 @@ fn make_python_env() -> Option<PathBuf> {
     let ready = || {
         std::fs::read(&stamp).is_ok_and(|s| s == wanted)
             && run(Command::new(venv.join("bin/python"))
-                .args(["-c", "import jsonschema, line_solver"]))
+                .args(["-c", "import duckdb, jsonschema, line_solver"]))
             .status
             .success()
             && venv.join("bin/line").exists()
@@ -262,9 +274,12 @@ fn make_python_env() -> Option<PathBuf> {
 
 /// Asserts that a command failed with one clear line on stderr and no panic.
 pub fn assert_clean_error(out: &Output, expect: &str) {
-    let err = text(&out.stderr);
+    clean_error(&out.status, &text(&out.stderr), expect);
+}
+
+fn clean_error(status: &std::process::ExitStatus, err: &str, expect: &str) {
     assert!(
-        !out.status.success(),
+        !status.success(),
         "expected failure, got success; stderr: {err}"
     );
     assert!(!err.contains("panicked"), "panic on bad input: {err}");

@@ -13,19 +13,26 @@
 //! does no I/O and hands its output to a [`Sink`]. The Paraver exporter
 //! (`sonda-paraver`), the terminal [`report`] and the service-time model are sinks.
 //!
-//! Around it: [`Feed`] streams a trace file's records with the rules about where a
-//! trace begins and ends (and where a damaged one stops); [`names`] holds the one rule
-//! for naming methods, native functions (from the symbols of the binaries their
-//! processes mapped, through `sonda-symbols`: the one place this crate reads files
-//! other than the trace) and threads; [`synthetic`] writes traces for tests and
-//! benchmarks.
+//! Around it: [`Trace`] is the one driver every view uses (module `drive`): it scans
+//! a trace's metadata ([`Trace::open`]), then streams its records through a
+//! [`Timeline`] into a [`Sink`] ([`Trace::drive`]; a pair of sinks is a sink) or a
+//! [`Consumer`] with hooks around each record ([`Trace::drive_with`]). [`Feed`] streams
+//! a trace file's records with the rules about where a trace begins and ends (and
+//! where a damaged one stops); [`names`] holds the one rule for naming methods, native
+//! functions (from the symbols of the binaries their processes mapped, through
+//! `sonda-symbols`: the one place this crate reads files other than the trace) and
+//! threads. Synthetic traces for tests and benchmarks are in the unshipped
+//! `sonda-testdata` crate.
 //!
-//! Stable entry points for the `sonda` command: [`report::render`] (`sonda report`)
-//! here, and `sonda_paraver::export` (`sonda paraver`). Both return their figures as
-//! data, with the place a damaged trace stops, for the command to print and fail on.
+//! Stable entry points for the `sonda` command: [`Trace::open`], then
+//! [`report::render`] (`sonda report`) here, `sonda_paraver::export` (`sonda
+//! paraver`) and `sonda_model::analyze::analyze` (`sonda services`, `sonda model`).
+//! They return their figures as data, with the place a damaged trace stops, for the
+//! command to print and fail on.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod drive;
 mod feed;
 mod jvm;
 pub mod names;
@@ -35,10 +42,10 @@ pub mod report;
 pub mod sched;
 pub mod stack;
 mod state;
-pub mod synthetic;
 mod timeline;
 
-pub use feed::{origin, Feed};
+pub use drive::{Consumer, DriveError, DriveOptions, Driven, Progress, Trace, TraceError};
+pub use feed::{damage_line, origin, Feed};
 pub use output::{
     At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Interval, Migration, MonitorWait,
     OnCpu, QueuedAsleep, Sink, ThreadIx, UserValue, WakeEdge,

@@ -246,3 +246,82 @@ pub trait Sink {
 
 /// A sink that keeps nothing (the timeline's own totals are all that is wanted).
 impl Sink for () {}
+
+/// A borrowed sink is a sink (so that a pair can hold borrows).
+impl<S: Sink + ?Sized> Sink for &mut S {
+    fn interval(&mut self, iv: &Interval) {
+        (**self).interval(iv)
+    }
+    fn enter(&mut self, call: &CallEnter) {
+        (**self).enter(call)
+    }
+    fn exit(&mut self, call: &CallExit) {
+        (**self).exit(call)
+    }
+    fn gc(&mut self, gc: &GcSpan) {
+        (**self).gc(gc)
+    }
+    fn monitor(&mut self, wait: &MonitorWait) {
+        (**self).monitor(wait)
+    }
+    fn wake(&mut self, edge: &WakeEdge) {
+        (**self).wake(edge)
+    }
+    fn migration(&mut self, m: &Migration) {
+        (**self).migration(m)
+    }
+    fn queued_asleep(&mut self, q: &QueuedAsleep) {
+        (**self).queued_asleep(q)
+    }
+    fn on_cpu(&mut self, r: &OnCpu) {
+        (**self).on_cpu(r)
+    }
+    fn user(&mut self, u: &UserValue) {
+        (**self).user(u)
+    }
+}
+
+/// Fan-out: a pair of sinks gets every output, the first one first. Nest pairs for
+/// more: one pass of the trace feeds them all.
+impl<A: Sink, B: Sink> Sink for (A, B) {
+    fn interval(&mut self, iv: &Interval) {
+        self.0.interval(iv);
+        self.1.interval(iv);
+    }
+    fn enter(&mut self, call: &CallEnter) {
+        self.0.enter(call);
+        self.1.enter(call);
+    }
+    fn exit(&mut self, call: &CallExit) {
+        self.0.exit(call);
+        self.1.exit(call);
+    }
+    fn gc(&mut self, gc: &GcSpan) {
+        self.0.gc(gc);
+        self.1.gc(gc);
+    }
+    fn monitor(&mut self, wait: &MonitorWait) {
+        self.0.monitor(wait);
+        self.1.monitor(wait);
+    }
+    fn wake(&mut self, edge: &WakeEdge) {
+        self.0.wake(edge);
+        self.1.wake(edge);
+    }
+    fn migration(&mut self, m: &Migration) {
+        self.0.migration(m);
+        self.1.migration(m);
+    }
+    fn queued_asleep(&mut self, q: &QueuedAsleep) {
+        self.0.queued_asleep(q);
+        self.1.queued_asleep(q);
+    }
+    fn on_cpu(&mut self, r: &OnCpu) {
+        self.0.on_cpu(r);
+        self.1.on_cpu(r);
+    }
+    fn user(&mut self, u: &UserValue) {
+        self.0.user(u);
+        self.1.user(u);
+    }
+}

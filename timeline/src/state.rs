@@ -21,11 +21,16 @@ pub enum ThreadState {
     Stopped,
     /// An idle or parked kernel thread (`I`, `P`).
     Idle,
+    /// On a CPU as the guest kernel sees it, but not running: the hypervisor ran
+    /// something else on the virtual CPU (steal time). Found from the kernel's CPU-time
+    /// charges (`Event::CpuTime`), which leave it out; without them it counts as
+    /// [`ThreadState::Running`].
+    Stolen,
 }
 
 impl ThreadState {
     /// How many states there are (the length of [`ThreadState::ALL`]).
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
 
     /// Every state, in [`ThreadState::index`] order.
     pub const ALL: [ThreadState; ThreadState::COUNT] = [
@@ -36,6 +41,7 @@ impl ThreadState {
         ThreadState::Uninterruptible,
         ThreadState::Stopped,
         ThreadState::Idle,
+        ThreadState::Stolen,
     ];
 
     /// A dense index, for per-state arrays.
@@ -77,6 +83,7 @@ impl ThreadState {
             ThreadState::Uninterruptible => "uninterruptible (I/O)",
             ThreadState::Stopped => "stopped",
             ThreadState::Idle => "idle",
+            ThreadState::Stolen => "stolen by the hypervisor",
         }
     }
 }

@@ -279,10 +279,42 @@ impl Timeline {
         }
     }
 
-    /// Feeds one record. Records must come in time order.
+    /// Feeds one record. Records must come in time order. Dispatches by family:
+    /// kernel scheduling, calls (Java methods and native functions), JVM events,
+    /// and the rest (C API values, loss counts).
     pub fn push(&mut self, record: &Record, out: &mut impl Sink) {
-        let time = record.time;
-        let event = &record.event;
+        let (time, event) = (record.time, &record.event);
+        match event {
+            Event::Switch { .. }
+            | Event::Waking { .. }
+            | Event::Wakeup { .. }
+            | Event::Migrate { .. }
+            | Event::CpuTime { .. }
+            | Event::NewTask { .. }
+            | Event::TaskExit { .. }
+            | Event::Rename { .. }
+            | Event::Exec { .. }
+            | Event::ProcSample { .. }
+            | Event::KernelLost { .. } => self.push_kernel(time, event, out),
+            Event::Enter { .. }
+            | Event::Leave { .. }
+            | Event::FuncEnter { .. }
+            | Event::FuncLeave { .. } => self.push_call(time, event, out),
+            Event::VmInit { .. }
+            | Event::VmDeath { .. }
+            | Event::ThreadStart { .. }
+            | Event::ThreadEnd { .. }
+            | Event::GcStart { .. }
+            | Event::GcEnd { .. }
+            | Event::MonitorContended { .. }
+            | Event::MonitorEntered { .. } => self.push_jvm(time, event, out),
+            Event::User { .. } | Event::Dropped { .. } => self.push_other(time, event, out),
+        }
+    }
+
+    /// Kernel scheduling records (tracepoints or `/proc` samples): thread states, CPUs,
+    /// wake edges, births, ends, renames, and kernel records lost.
+    fn push_kernel(&mut self, time: Time, event: &Event, out: &mut impl Sink) {
         match *event {
             Event::Switch {
                 cpu,
@@ -373,6 +405,11 @@ impl Timeline {
                     self.tracks[i].sched.migrate(time, to, out);
                 }
             }
+            Event::CpuTime { tid, ns } => {
+                if let Some(i) = self.seen(tid, event) {
+                    self.tracks[i].sched.charge(time, ns, out);
+                }
+            }
             Event::NewTask { parent, child, .. } => {
                 self.seen(parent, event);
                 if let Some(i) = self.seen(child, event) {
@@ -433,7 +470,35 @@ impl Timeline {
                 );
             }
             Event::KernelLost { count, .. } => self.repairs.kernel_lost += count,
-            Event::Exec { .. } | Event::VmInit { .. } | Event::VmDeath { .. } => {}
+            Event::Exec { .. } => {}
+            // Other families: dispatched elsewhere by `push`.
+            _ => {}
+        }
+    }
+
+    /// Enters and leaves of Java methods and native functions.
+    fn push_call(&mut self, time: Time, event: &Event, out: &mut impl Sink) {
+        match *event {
+            Event::Enter { tid, method } => {
+                self.enter(tid, Frame::Method(method), time, event, out)
+            }
+            Event::FuncEnter { tid, addr } => self.enter(tid, Frame::Func(addr), time, event, out),
+            Event::Leave {
+                tid,
+                method,
+                exception,
+            } => self.leave(tid, Frame::Method(method), exception, time, event, out),
+            Event::FuncLeave { tid, addr } => {
+                self.leave(tid, Frame::Func(addr), false, time, event, out)
+            }
+            // Other families: dispatched elsewhere by `push`.
+            _ => {}
+        }
+    }
+
+    /// JVM events: garbage collections, contended monitors, thread and VM lifecycle.
+    fn push_jvm(&mut self, time: Time, event: &Event, out: &mut impl Sink) {
+        match *event {
             Event::ThreadStart { tid } => {
                 self.seen(tid, event);
             }
@@ -515,18 +580,15 @@ impl Timeline {
                     }
                 }
             }
-            Event::Enter { tid, method } => {
-                self.enter(tid, Frame::Method(method), time, event, out)
-            }
-            Event::FuncEnter { tid, addr } => self.enter(tid, Frame::Func(addr), time, event, out),
-            Event::Leave {
-                tid,
-                method,
-                exception,
-            } => self.leave(tid, Frame::Method(method), exception, time, event, out),
-            Event::FuncLeave { tid, addr } => {
-                self.leave(tid, Frame::Func(addr), false, time, event, out)
-            }
+            Event::VmInit { .. } | Event::VmDeath { .. } => {}
+            // Other families: dispatched elsewhere by `push`.
+            _ => {}
+        }
+    }
+
+    /// C API values, and agent records dropped.
+    fn push_other(&mut self, time: Time, event: &Event, out: &mut impl Sink) {
+        match *event {
             Event::User { tid, kind, value } => {
                 if let Some(i) = self.agent_thread(tid, event) {
                     out.user(&UserValue {
@@ -542,6 +604,8 @@ impl Timeline {
                     self.tracks[i].sched.stats.dropped += count;
                 }
             }
+            // Other families: dispatched elsewhere by `push`.
+            _ => {}
         }
     }
 

@@ -3,14 +3,14 @@
 //! a recording killed mid-write leaves at most one partial block at the end, which the
 //! reader reports and ignores.
 
-use byteorder::{ByteOrder, LittleEndian};
+use crate::le;
 
 /// The first 8 bytes of every trace file.
 pub const FILE_MAGIC: &[u8; 8] = b"SONDATRC";
 /// The format's major version: readers refuse other majors.
 pub const MAJOR: u16 = 1;
 /// The format's minor version: adds record kinds only; older readers skip them.
-pub const MINOR: u16 = 2;
+pub const MINOR: u16 = 3;
 /// Size of the file header: magic, major, minor, flags.
 pub const FILE_HEADER_LEN: usize = 16;
 
@@ -72,8 +72,8 @@ pub struct BlockHeader {
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
     h[..8].copy_from_slice(FILE_MAGIC);
-    LittleEndian::write_u16(&mut h[8..10], MAJOR);
-    LittleEndian::write_u16(&mut h[10..12], MINOR);
+    le::put_u16(&mut h, 8, MAJOR);
+    le::put_u16(&mut h, 10, MINOR);
     h
 }
 
@@ -88,22 +88,29 @@ pub fn block_header(
     let mut h = [0u8; BLOCK_HEADER_LEN];
     h[..4].copy_from_slice(BLOCK_MAGIC);
     h[4] = kind.code();
-    LittleEndian::write_u32(&mut h[8..12], payload.len() as u32);
-    LittleEndian::write_u32(&mut h[16..20], count);
-    LittleEndian::write_u64(&mut h[24..32], first);
-    LittleEndian::write_u64(&mut h[32..40], last);
+    le::put_u32(&mut h, 8, payload.len() as u32);
+    le::put_u32(&mut h, 16, count);
+    le::put_u64(&mut h, 24, first);
+    le::put_u64(&mut h, 32, last);
     let crc = checksum(&h, payload);
-    LittleEndian::write_u32(&mut h[12..16], crc);
+    le::put_u32(&mut h, 12, crc);
     h
 }
 
 fn checksum(header: &[u8; BLOCK_HEADER_LEN], payload: &[u8]) -> u32 {
+    let mut hasher = header_hasher(header);
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+/// The CRC state after a block's header (with its CRC field as zero): the checksum is
+/// this state continued over the payload.
+pub(crate) fn header_hasher(header: &[u8; BLOCK_HEADER_LEN]) -> crc32fast::Hasher {
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&header[..12]);
     hasher.update(&[0u8; 4]);
     hasher.update(&header[16..]);
-    hasher.update(payload);
-    hasher.finalize()
+    hasher
 }
 
 /// Why a block header does not parse.
@@ -123,21 +130,21 @@ pub fn parse_block_header(h: &[u8; BLOCK_HEADER_LEN]) -> Result<BlockHeader, Hea
         return Err(HeaderFault::BadMagic);
     }
     let kind = BlockKind::from_code(h[4]).ok_or(HeaderFault::BadKind(h[4]))?;
-    let len = LittleEndian::read_u32(&h[8..12]);
+    let len = le::u32_at(h, 8);
     if len > MAX_PAYLOAD {
         return Err(HeaderFault::TooLong(len));
     }
     Ok(BlockHeader {
         kind,
         len,
-        crc: LittleEndian::read_u32(&h[12..16]),
-        count: LittleEndian::read_u32(&h[16..20]),
-        first: LittleEndian::read_u64(&h[24..32]),
-        last: LittleEndian::read_u64(&h[32..40]),
+        crc: le::u32_at(h, 12),
+        count: le::u32_at(h, 16),
+        first: le::u64_at(h, 24),
+        last: le::u64_at(h, 32),
     })
 }
 
 /// Whether `payload` matches the CRC of its header.
 pub fn verify(h: &[u8; BLOCK_HEADER_LEN], payload: &[u8]) -> bool {
-    checksum(h, payload) == LittleEndian::read_u32(&h[12..16])
+    checksum(h, payload) == le::u32_at(h, 12)
 }

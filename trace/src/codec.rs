@@ -3,8 +3,6 @@
 //! reader skips tags it does not know (a newer minor version) instead of failing.
 //! Integers are little-endian; strings are a LEB128 length then UTF-8 bytes.
 
-use byteorder::{ByteOrder, LittleEndian};
-
 use crate::record::{Event, Meta, Record, Runtime, Source};
 use crate::types::{Cpu, Pid, Tid, Time};
 
@@ -28,6 +26,7 @@ mod tag {
     pub const PROC_SAMPLE: u8 = 8;
     pub const KERNEL_LOST: u8 = 9;
     pub const MIGRATE: u8 = 10;
+    pub const CPU_TIME: u8 = 11;
     pub const VM_INIT: u8 = 16;
     pub const VM_DEATH: u8 = 17;
     pub const THREAD_START: u8 = 18;
@@ -131,6 +130,10 @@ pub fn encode_record(out: &mut Vec<u8>, record: &Record) {
         Event::Migrate { tid, from, to } => {
             b.u32(tid.0).u16(from.0).u16(to.0);
             tag::MIGRATE
+        }
+        Event::CpuTime { tid, ns } => {
+            b.u32(tid.0).u64(*ns);
+            tag::CPU_TIME
         }
         Event::NewTask {
             parent,
@@ -362,14 +365,24 @@ impl<'a> Fields<'a> {
     fn bool(&mut self) -> Result<bool, DecodeError> {
         Ok(self.u8()? != 0)
     }
+    /// The next `N` bytes, as an array: `from_le_bytes` of it is a plain load.
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        match self.buf[self.pos..].first_chunk::<N>() {
+            Some(a) => {
+                self.pos += N;
+                Ok(*a)
+            }
+            None => Err(self.err("record body too short")),
+        }
+    }
     fn u16(&mut self) -> Result<u16, DecodeError> {
-        Ok(LittleEndian::read_u16(self.take(2)?))
+        self.array().map(u16::from_le_bytes)
     }
     fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(LittleEndian::read_u32(self.take(4)?))
+        self.array().map(u32::from_le_bytes)
     }
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(LittleEndian::read_u64(self.take(8)?))
+        self.array().map(u64::from_le_bytes)
     }
     fn tid(&mut self) -> Result<Tid, DecodeError> {
         Ok(Tid(self.u32()?))
@@ -483,7 +496,7 @@ fn decode_body(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
     if tag >= 64 {
         return decode_meta(tag, f);
     }
-    let known = matches!(tag, 1..=10 | 16..=29);
+    let known = matches!(tag, 1..=11 | 16..=29);
     if !known {
         return Ok(Item::Unknown(tag));
     }
@@ -509,6 +522,10 @@ fn decode_body(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
             tid: f.tid()?,
             from: f.cpu()?,
             to: f.cpu()?,
+        },
+        tag::CPU_TIME => Event::CpuTime {
+            tid: f.tid()?,
+            ns: f.u64()?,
         },
         tag::NEW_TASK => Event::NewTask {
             parent: f.tid()?,
@@ -701,11 +718,11 @@ mod tests {
         encode_record(&mut payload, &migrate);
         encode_record(&mut payload, &exit);
         // A tag no version defines yet, with a body of the same length.
-        payload[unknown_at] = 11;
+        payload[unknown_at] = 15;
         let items: Vec<Item> = Items::new(&payload).map(Result::unwrap).collect();
         assert_eq!(
             items,
-            vec![Item::Record(migrate), Item::Unknown(11), Item::Record(exit)]
+            vec![Item::Record(migrate), Item::Unknown(15), Item::Record(exit)]
         );
     }
 }

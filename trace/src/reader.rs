@@ -1,16 +1,17 @@
-//! Reads a trace block by block, with memory bounded by one block. Damage is reported
-//! with the byte offset where valid data ends; everything before it stays usable.
+//! Reads a trace block by block, with memory bounded by one block (and a read). Damage
+//! is reported with its byte offset and skipped: the reader goes on at the next intact
+//! block ([`crate::finder`]), and lists what it skipped ([`Damage`]).
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, Read};
 use std::path::Path;
 
-use crate::block::{
-    parse_block_header, verify, BlockHeader, BlockKind, HeaderFault, BLOCK_HEADER_LEN,
-    FILE_HEADER_LEN, FILE_MAGIC, MAJOR,
-};
+use crate::block::{BlockHeader, BlockKind, BLOCK_HEADER_LEN, FILE_HEADER_LEN, FILE_MAGIC, MAJOR};
 use crate::codec::{DecodeError, Item, Items};
+use crate::damage::{Damage, SkippedRegion};
+use crate::finder::{BlockFinder, Found, Gap};
+use crate::le;
 
 /// Why a trace cannot be read (further).
 #[derive(Debug)]
@@ -21,11 +22,24 @@ pub enum ReadError {
     /// The file is not a sonda trace.
     NotATrace,
     /// The file is a trace of an unsupported major version.
-    Version { major: u16, minor: u16 },
+    Version {
+        /// The file's major version.
+        major: u16,
+        /// The file's minor version.
+        minor: u16,
+    },
     /// The file ends inside a block: the recording was cut (killed, or disk full).
-    Truncated { offset: u64 },
+    Truncated {
+        /// Where the incomplete block starts.
+        offset: u64,
+    },
     /// A block is damaged: its header, checksum or records do not hold together.
-    Corrupt { offset: u64, reason: String },
+    Corrupt {
+        /// Where the damaged block starts.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl fmt::Display for ReadError {
@@ -84,26 +98,30 @@ impl Block {
     }
 }
 
-/// Sequential block reader.
+/// Sequential block reader. It goes on after damage: a damaged stretch is reported once,
+/// as a [`ReadError::Corrupt`] from [`TraceReader::next_block`] (and a region of
+/// [`TraceReader::damage`]), and the next call returns the next intact block.
 pub struct TraceReader<R> {
-    input: R,
-    offset: u64,
-    done: bool,
+    finder: BlockFinder<R>,
+    /// The intact block found after a damaged stretch, returned after its error.
+    held: Option<Block>,
+    /// No block comes any more: end of the file, end block, truncation or I/O error.
+    stopped: bool,
     ended: bool,
-    /// The file's length when last asked (seeking readers only).
-    file_len: Option<u64>,
+    /// Time of the last record of the events blocks returned so far.
+    last_time: Option<u64>,
+    damage: Damage,
 }
 
-impl TraceReader<BufReader<File>> {
+impl TraceReader<File> {
     /// Opens a trace file and checks its header.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        let file = File::open(path)?;
-        TraceReader::new(BufReader::with_capacity(1 << 20, file))
+        TraceReader::new(File::open(path)?)
     }
 }
 
 impl<R: Read> TraceReader<R> {
-    /// Reads and checks the file header.
+    /// Reads and checks the file header. The reader buffers its input itself.
     pub fn new(mut input: R) -> Result<Self, ReadError> {
         let mut h = [0u8; FILE_HEADER_LEN];
         match read_full(&mut input, &mut h)? {
@@ -113,17 +131,18 @@ impl<R: Read> TraceReader<R> {
         if &h[..8] != FILE_MAGIC {
             return Err(ReadError::NotATrace);
         }
-        let major = u16::from_le_bytes([h[8], h[9]]);
-        let minor = u16::from_le_bytes([h[10], h[11]]);
+        let major = le::u16_at(&h, 8);
+        let minor = le::u16_at(&h, 10);
         if major != MAJOR {
             return Err(ReadError::Version { major, minor });
         }
         Ok(TraceReader {
-            input,
-            offset: FILE_HEADER_LEN as u64,
-            done: false,
+            finder: BlockFinder::new(input, FILE_HEADER_LEN as u64),
+            held: None,
+            stopped: false,
             ended: false,
-            file_len: None,
+            last_time: None,
+            damage: Damage::default(),
         })
     }
 
@@ -132,126 +151,110 @@ impl<R: Read> TraceReader<R> {
         self.ended
     }
 
-    /// Reads the next block header; `Ok(None)` at the end of the file. After an error,
-    /// returns `Ok(None)`.
-    fn next_header(
-        &mut self,
-    ) -> Result<Option<([u8; BLOCK_HEADER_LEN], BlockHeader, u64)>, ReadError> {
-        if self.done {
-            return Ok(None);
-        }
-        let offset = self.offset;
-        let mut raw = [0u8; BLOCK_HEADER_LEN];
-        let n = read_full(&mut self.input, &mut raw).inspect_err(|_| self.done = true)?;
-        if n == 0 {
-            self.done = true;
-            return Ok(None);
-        }
-        if n < BLOCK_HEADER_LEN {
-            self.done = true;
-            return Err(ReadError::Truncated { offset });
-        }
-        let header = parse_block_header(&raw).map_err(|fault| {
-            self.done = true;
-            ReadError::Corrupt {
-                offset,
-                reason: match fault {
-                    HeaderFault::BadMagic => "no block starts here".to_string(),
-                    HeaderFault::BadKind(k) => format!("unknown block kind {k}"),
-                    HeaderFault::TooLong(l) => format!("block length {l} is implausible"),
-                },
-            }
-        })?;
-        Ok(Some((raw, header, offset)))
+    /// What was skipped so far: damaged stretches, and a truncated end.
+    pub fn damage(&self) -> &Damage {
+        &self.damage
     }
 
-    /// Reads the next block, checking its checksum.
+    /// Reads the next intact block; `Ok(None)` after the last one (the end of the file,
+    /// or the end block).
+    ///
+    /// Damage does not end the reading: a damaged stretch (a header that does not parse,
+    /// a checksum that does not match, bytes between blocks) is returned once as
+    /// [`ReadError::Corrupt`] at its first byte, and the next call returns the next
+    /// intact block after it. An intact events block that starts before the last record
+    /// of the events blocks returned (a block copied or written out of place) is refused
+    /// the same way, so that the blocks returned stay in time order. The file ending
+    /// inside a block is [`ReadError::Truncated`], and an I/O error is returned as is;
+    /// both are final.
     pub fn next_block(&mut self) -> Result<Option<Block>, ReadError> {
-        let Some((raw, header, offset)) = self.next_header()? else {
-            return Ok(None);
+        let block = match self.held.take() {
+            Some(block) => block,
+            None if self.stopped => return Ok(None),
+            None => match self.finder.next() {
+                Err(e) => {
+                    self.stopped = true;
+                    return Err(e.into());
+                }
+                Ok(Found::Block { block, gap: None }) => block,
+                Ok(Found::Block {
+                    block,
+                    gap: Some(gap),
+                }) => {
+                    self.held = Some(block);
+                    return Err(self.skipped(gap, false));
+                }
+                Ok(Found::End { gap: None, .. }) => {
+                    self.stopped = true;
+                    return Ok(None);
+                }
+                Ok(Found::End {
+                    gap: Some(gap),
+                    truncated,
+                }) => {
+                    self.stopped = true;
+                    if truncated {
+                        self.damage.truncated = Some(gap.offset);
+                        return Err(ReadError::Truncated { offset: gap.offset });
+                    }
+                    return Err(self.skipped(gap, true));
+                }
+            },
         };
-        let mut payload = vec![0u8; header.len as usize];
-        let n = read_full(&mut self.input, &mut payload).inspect_err(|_| self.done = true)?;
-        if n < payload.len() {
-            self.done = true;
-            return Err(ReadError::Truncated { offset });
+        let header = &block.header;
+        if header.kind == BlockKind::Events {
+            if let Some(last) = self.last_time.filter(|&last| header.first < last) {
+                let region = SkippedRegion {
+                    offset: block.offset,
+                    bytes: BLOCK_HEADER_LEN as u64 + u64::from(header.len),
+                    blocks: Some(1),
+                    records: Some(u64::from(header.count)),
+                    reason: format!(
+                        "an intact block goes back in time (its first record at {} is before \
+                         {last}, read before it), refused",
+                        header.first
+                    ),
+                };
+                return Err(self.note(region));
+            }
+            self.last_time = Some(self.last_time.unwrap_or(0).max(header.last));
         }
-        if !verify(&raw, &payload) {
-            self.done = true;
-            return Err(ReadError::Corrupt {
-                offset,
-                reason: "checksum mismatch".to_string(),
-            });
-        }
-        self.offset += (BLOCK_HEADER_LEN + payload.len()) as u64;
         if header.kind == BlockKind::End {
             self.ended = true;
-            self.done = true;
+            self.stopped = true;
         }
-        Ok(Some(Block {
-            header,
-            offset,
-            payload,
-        }))
+        Ok(Some(block))
     }
-}
 
-impl<R: Read + Seek> TraceReader<R> {
-    /// Reads the next block if `want(kind)`, else seeks over its payload (its checksum is
-    /// then not checked, but its length is: a block that runs past the end of the file
-    /// is reported as truncated). Returns the header either way.
-    pub fn next_block_if(
-        &mut self,
-        want: impl Fn(BlockKind) -> bool,
-    ) -> Result<Option<(BlockHeader, Option<Block>)>, ReadError> {
-        let Some((raw, header, offset)) = self.next_header()? else {
-            return Ok(None);
+    /// Records a gap the finder skipped, as a region and as the error to return.
+    fn skipped(&mut self, gap: Gap, to_end: bool) -> ReadError {
+        let whither = if to_end {
+            "nothing intact follows"
+        } else {
+            "skipped to the next intact block"
         };
-        if want(header.kind) {
-            let mut payload = vec![0u8; header.len as usize];
-            let n = read_full(&mut self.input, &mut payload).inspect_err(|_| self.done = true)?;
-            if n < payload.len() {
-                self.done = true;
-                return Err(ReadError::Truncated { offset });
-            }
-            if !verify(&raw, &payload) {
-                self.done = true;
-                return Err(ReadError::Corrupt {
-                    offset,
-                    reason: "checksum mismatch".to_string(),
-                });
-            }
-            self.offset += (BLOCK_HEADER_LEN + payload.len()) as u64;
-            if header.kind == BlockKind::End {
-                self.ended = true;
-                self.done = true;
-            }
-            return Ok(Some((
-                header,
-                Some(Block {
-                    header,
-                    offset,
-                    payload,
-                }),
-            )));
-        }
-        let end = self.offset + (BLOCK_HEADER_LEN as u64) + u64::from(header.len);
-        // The file's length is asked again only when a block seems to run past it (the
-        // file may have grown): a seek to the end would empty a buffered reader's buffer.
-        if self.file_len.is_none_or(|len| end > len) {
-            let here = self.offset + BLOCK_HEADER_LEN as u64;
-            let len = self.input.seek(SeekFrom::End(0))?;
-            self.input.seek(SeekFrom::Start(here))?;
-            self.file_len = Some(len);
-        }
-        if self.file_len.is_some_and(|len| end > len) {
-            self.done = true;
-            return Err(ReadError::Truncated { offset });
-        }
-        // Relative, so that a buffered reader keeps what it holds beyond the payload.
-        self.input.seek_relative(i64::from(header.len))?;
-        self.offset = end;
-        Ok(Some((header, None)))
+        let error = ReadError::Corrupt {
+            offset: gap.offset,
+            reason: format!("{}; {} bytes {whither}", gap.reason, gap.bytes),
+        };
+        self.damage.regions.push(SkippedRegion {
+            offset: gap.offset,
+            bytes: gap.bytes,
+            blocks: gap.blocks,
+            records: gap.records,
+            reason: gap.reason,
+        });
+        error
+    }
+
+    /// Adds a skipped region; returns the error that reports it.
+    pub(crate) fn note(&mut self, region: SkippedRegion) -> ReadError {
+        let error = ReadError::Corrupt {
+            offset: region.offset,
+            reason: format!("{}; {} bytes skipped", region.reason, region.bytes),
+        };
+        self.damage.regions.push(region);
+        error
     }
 }
 

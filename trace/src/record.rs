@@ -21,17 +21,31 @@ pub enum Event {
     /// [`crate::SwitchOut::from_prev_state`]) and `next` started running on it. One of the
     /// two may be a thread the trace does not follow; tid 0 is the idle task.
     Switch {
+        /// The CPU the switch happened on.
         cpu: Cpu,
+        /// The thread that stopped running.
         prev: Tid,
+        /// Why it stopped: the tracepoint's raw `prev_state` (runnable, S, D, ...).
         prev_state: u64,
+        /// The thread that started running (0: the idle task).
         next: Tid,
     },
     /// `sched_waking`: `waker`, running on `cpu`, starts waking `wakee`.
-    Waking { cpu: Cpu, waker: Tid, wakee: Tid },
+    Waking {
+        /// The CPU the waker runs on.
+        cpu: Cpu,
+        /// The thread that wakes the other (the one running when the tracepoint fired).
+        waker: Tid,
+        /// The thread being woken.
+        wakee: Tid,
+    },
     /// `sched_wakeup`/`sched_wakeup_new`: `wakee` is now runnable on `target`'s run queue.
     Wakeup {
+        /// The CPU whose run queue the thread joins.
         target: Cpu,
+        /// The thread now runnable.
         wakee: Tid,
+        /// Whether this is a new thread's first wakeup (`sched_wakeup_new`).
         new_task: bool,
     },
     /// `sched_migrate_task`: the kernel moved `tid` from `from`'s run queue to `to`'s
@@ -39,71 +53,179 @@ pub enum Event {
     /// another CPU; from the load balancer otherwise, also for a task that blocked but
     /// is still on its run queue (EEVDF's delayed dequeue), which stays asleep: a
     /// migration never changes a thread's state. Since format minor 2.
-    Migrate { tid: Tid, from: Cpu, to: Cpu },
+    Migrate {
+        /// The thread moved.
+        tid: Tid,
+        /// The CPU whose run queue it left.
+        from: Cpu,
+        /// The CPU whose run queue it joined.
+        to: Cpu,
+    },
+    /// `sched_stat_runtime`: the scheduler charged `ns` of CPU time to `tid`, which is
+    /// running, for the stretch since its previous charge (at every tick, at its
+    /// switch-out, when its run queue is updated, possibly from another CPU). The charge
+    /// counts the task clock, which leaves out what the hypervisor stole from the
+    /// virtual CPU (and, on kernels with `IRQ_TIME_ACCOUNTING`, interrupt time): the
+    /// difference between a stretch's wall time and its charges is time the thread was
+    /// on a CPU but did not run. The charges of a thread sum to its `schedstat`
+    /// running time and to its thread CPU clock. Since format minor 3.
+    CpuTime {
+        /// The thread charged.
+        tid: Tid,
+        /// The CPU time charged, ns.
+        ns: u64,
+    },
     /// `task_newtask`: `parent` created `child`, which belongs to process `pid` (the
     /// parent's own process for a thread, `child` itself for a new process).
     NewTask {
+        /// The creating thread.
         parent: Tid,
+        /// The new thread.
         child: Tid,
+        /// The process the new thread belongs to.
         pid: Pid,
+        /// The new thread's kernel name.
         comm: String,
     },
     /// `sched_process_exit`: the thread is exiting; its last switch-out follows.
-    TaskExit { tid: Tid },
+    TaskExit {
+        /// The exiting thread.
+        tid: Tid,
+    },
     /// `sched_process_exec`: the process of `tid` now runs `filename`.
     Exec {
+        /// The process.
         pid: Pid,
+        /// The thread that called exec.
         tid: Tid,
+        /// The program it now runs.
         filename: String,
     },
     /// `task_rename`: the thread's kernel name (`comm`) changed.
-    Rename { tid: Tid, comm: String },
+    Rename {
+        /// The renamed thread.
+        tid: Tid,
+        /// Its new kernel name.
+        comm: String,
+    },
     /// One sample of `/proc/<pid>/task/<tid>/stat` and `schedstat`, written instead of
     /// kernel events when tracepoints cannot be opened. `state` is the one-letter state,
     /// `run_ns`/`wait_ns` the cumulative time on a CPU and runnable-waiting.
     ProcSample {
+        /// The sampled thread.
         tid: Tid,
+        /// The CPU it last ran on.
         cpu: Cpu,
+        /// Its one-letter state (`R`, `S`, `D`, ...).
         state: u8,
+        /// Cumulative time on a CPU (ns).
         run_ns: u64,
+        /// Cumulative time runnable but waiting for a CPU (ns).
         wait_ns: u64,
     },
     /// Kernel records lost on `cpu` because its ring buffer was full.
-    KernelLost { cpu: Cpu, count: u64 },
+    KernelLost {
+        /// The CPU whose buffer overflowed.
+        cpu: Cpu,
+        /// How many records were lost.
+        count: u64,
+    },
     /// The agent of process `pid` is ready (JVMTI VMInit, or the first use of the C API).
-    VmInit { pid: Pid },
+    VmInit {
+        /// The process.
+        pid: Pid,
+    },
     /// The JVM of process `pid` is shutting down (JVMTI VMDeath).
-    VmDeath { pid: Pid },
+    VmDeath {
+        /// The process.
+        pid: Pid,
+    },
     /// A Java thread started (named by a [`Meta::JavaThread`] record).
-    ThreadStart { tid: Tid },
+    ThreadStart {
+        /// The thread.
+        tid: Tid,
+    },
     /// A Java thread ended.
-    ThreadEnd { tid: Tid },
+    ThreadEnd {
+        /// The thread.
+        tid: Tid,
+    },
     /// A garbage collection of process `pid` started (JVMTI GarbageCollectionStart),
     /// reported on thread `tid` (the VM thread that runs it).
-    GcStart { pid: Pid, tid: Tid },
+    GcStart {
+        /// The collected process.
+        pid: Pid,
+        /// The thread that reported it.
+        tid: Tid,
+    },
     /// The garbage collection of process `pid` finished.
-    GcEnd { pid: Pid, tid: Tid },
+    GcEnd {
+        /// The collected process.
+        pid: Pid,
+        /// The thread that reported it.
+        tid: Tid,
+    },
     /// `tid` tries to enter a monitor held by another thread (JVMTI
     /// MonitorContendedEnter); `class` names the monitor's class ([`Meta::MonitorClass`]).
-    MonitorContended { tid: Tid, class: u32 },
+    MonitorContended {
+        /// The waiting thread.
+        tid: Tid,
+        /// The monitor's class id.
+        class: u32,
+    },
     /// `tid` entered the contended monitor (JVMTI MonitorContendedEntered).
-    MonitorEntered { tid: Tid, class: u32 },
+    MonitorEntered {
+        /// The thread that got the monitor.
+        tid: Tid,
+        /// The monitor's class id.
+        class: u32,
+    },
     /// `tid` entered instrumented method or native region `method` ([`Meta::Method`]).
-    Enter { tid: Tid, method: u32 },
+    Enter {
+        /// The calling thread.
+        tid: Tid,
+        /// The method id.
+        method: u32,
+    },
     /// `tid` left `method`; `exception` when it left by throwing.
     Leave {
+        /// The thread.
         tid: Tid,
+        /// The method id.
         method: u32,
+        /// Whether the method left by throwing.
         exception: bool,
     },
     /// `tid` entered the compiler-instrumented native function at `addr`.
-    FuncEnter { tid: Tid, addr: u64 },
+    FuncEnter {
+        /// The calling thread.
+        tid: Tid,
+        /// The function's address in its process.
+        addr: u64,
+    },
     /// `tid` left the native function at `addr`.
-    FuncLeave { tid: Tid, addr: u64 },
+    FuncLeave {
+        /// The thread.
+        tid: Tid,
+        /// The function's address in its process.
+        addr: u64,
+    },
     /// A typed event with a value, from the C API.
-    User { tid: Tid, kind: u32, value: u64 },
+    User {
+        /// The thread that emitted it.
+        tid: Tid,
+        /// The event type ([`Meta::UserType`] names it).
+        kind: u32,
+        /// The value.
+        value: u64,
+    },
     /// The agent dropped `count` events of `tid` because its buffer was full.
-    Dropped { tid: Tid, count: u64 },
+    Dropped {
+        /// The thread whose events were dropped.
+        tid: Tid,
+        /// How many.
+        count: u64,
+    },
 }
 
 /// Where the trace's thread states come from.
@@ -144,49 +266,89 @@ pub enum Meta {
     },
     /// A process the trace follows.
     Process {
+        /// The process id.
         pid: Pid,
+        /// Its parent's process id.
         ppid: Pid,
+        /// Its name (the program).
         name: String,
+        /// What it runs.
         runtime: Runtime,
     },
     /// A thread the trace follows, with its kernel name when first seen.
-    Thread { pid: Pid, tid: Tid, comm: String },
+    Thread {
+        /// The thread's process.
+        pid: Pid,
+        /// The thread id.
+        tid: Tid,
+        /// Its kernel name when first seen.
+        comm: String,
+    },
     /// A thread's name given by its runtime: a Java thread's Java name, or the name a
     /// native thread gave itself through the C API (`sonda_thread_name`, `daemon`
     /// false).
     JavaThread {
+        /// The thread's process.
         pid: Pid,
+        /// The thread id.
         tid: Tid,
+        /// The name its runtime gave it.
         name: String,
+        /// Whether it is a Java daemon thread.
         daemon: bool,
     },
     /// An instrumented Java method (class in source form, e.g. `java.lang.String`) or a
     /// named native region (empty `descriptor`). Ids are dense and below 2^31.
     Method {
+        /// The id [`Event::Enter`] and [`Event::Leave`] carry.
         id: u32,
+        /// The class, in source form (empty for a native region).
         class: String,
+        /// The method's (or region's) name.
         name: String,
+        /// The JVM descriptor, e.g. `(I)V` (empty for a native region).
         descriptor: String,
     },
     /// The class of contended monitors.
-    MonitorClass { id: u32, name: String },
+    MonitorClass {
+        /// The id monitor events carry.
+        id: u32,
+        /// The class name.
+        name: String,
+    },
     /// A named counter; a later value of the same name replaces an earlier one.
-    Counter { name: String, value: u64 },
+    Counter {
+        /// The counter's name (`agent.<what>`, `kernel.<what>`, ...).
+        name: String,
+        /// Its value.
+        value: u64,
+    },
     /// Something a user should know about the recording (a filter that matched nothing,
     /// a class left unchanged).
-    Warning { text: String },
+    Warning {
+        /// What happened, one line.
+        text: String,
+    },
     /// A memory mapping of a native process, for resolving function addresses.
     Mapping {
+        /// The process.
         pid: Pid,
+        /// The first address mapped.
         start: u64,
+        /// The address past the last one mapped.
         end: u64,
+        /// The file offset mapped at `start`.
         offset: u64,
+        /// The mapped file.
         path: String,
     },
     /// A name for a [`Event::User`] event type, and optionally for one of its values.
     UserType {
+        /// The event type.
         kind: u32,
+        /// The value named, or `None` when this names the type itself.
         value: Option<u64>,
+        /// The name.
         name: String,
     },
     /// Method id `id` (a [`Meta::Method`] of its own) stands for the compiler-instrumented
@@ -194,7 +356,14 @@ pub enum Meta {
     /// id from the method id space, so that its entries and exits are ordinary
     /// [`Event::Enter`]/[`Event::Leave`] records. Its name is resolved when the trace is
     /// read, from the process's [`Meta::Mapping`]s and the mapped file's symbols.
-    NativeFunction { id: u32, pid: Pid, addr: u64 },
+    NativeFunction {
+        /// The method id standing for the function.
+        id: u32,
+        /// The process.
+        pid: Pid,
+        /// The function's address in that process.
+        addr: u64,
+    },
 }
 
 impl Event {
@@ -205,6 +374,7 @@ impl Event {
             Event::NewTask { child, .. } => Some(child),
             Event::TaskExit { tid }
             | Event::Migrate { tid, .. }
+            | Event::CpuTime { tid, .. }
             | Event::Exec { tid, .. }
             | Event::Rename { tid, .. }
             | Event::ProcSample { tid, .. }
@@ -228,8 +398,9 @@ impl Event {
     }
 
     /// Whether this is a kernel scheduler tracepoint's record (switch, waking, wakeup,
-    /// migration, task creation and exit, exec, rename): the records two recordings of
-    /// the same machine may both hold. Neither a `/proc` sample nor a lost-sample count.
+    /// migration, CPU time charged, task creation and exit, exec, rename): the records
+    /// two recordings of the same machine may both hold. Neither a `/proc` sample nor a
+    /// lost-sample count.
     pub fn is_sched_tracepoint(&self) -> bool {
         matches!(
             self,
@@ -237,6 +408,7 @@ impl Event {
                 | Event::Waking { .. }
                 | Event::Wakeup { .. }
                 | Event::Migrate { .. }
+                | Event::CpuTime { .. }
                 | Event::NewTask { .. }
                 | Event::TaskExit { .. }
                 | Event::Exec { .. }

@@ -1,43 +1,56 @@
 //! Whole-trace views built on the block reader: [`TraceMeta`] gathers every name and
-//! counter in one pass that seeks over event payloads, and [`Events`] streams the timed
-//! records one block at a time. Exporters use both: first the names (a Paraver header
+//! counter in one pass (checking every block, so that it skips the same damage as the
+//! events), and [`Events`] streams the timed records one block at a time. Exporters use both: first the names (a Paraver header
 //! needs every thread before the first record), then the events.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::BufReader;
+use std::io::Read;
 use std::path::Path;
 
-use crate::block::BlockKind;
+use crate::block::{BlockKind, BLOCK_HEADER_LEN};
 use crate::codec::{Item, Items};
-use crate::reader::{block_items, Block, ReadError, TraceReader};
+use crate::damage::{Damage, SkippedRegion};
+use crate::reader::{Block, ReadError, TraceReader};
 use crate::record::{Meta, Record, Runtime, Source};
 use crate::types::{Pid, Tid, Time};
 
 /// What the trace says about itself ([`Meta::TraceInfo`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceInfo {
+    /// Where thread states come from.
     pub source: Source,
+    /// When recording started: the time origin.
     pub start: Time,
+    /// Host name.
     pub host: String,
+    /// Number of CPUs of the machine.
     pub cpus: u16,
+    /// The recorded command line, or `attach <pid>`.
     pub command: Vec<String>,
+    /// The sonda version that wrote the trace.
     pub tool: String,
 }
 
 /// A process of the trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessInfo {
+    /// The process id.
     pub pid: Pid,
+    /// Its parent's.
     pub ppid: Pid,
+    /// Its name (the program).
     pub name: String,
+    /// What it runs.
     pub runtime: Runtime,
 }
 
 /// A thread of the trace and its names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadInfo {
+    /// The thread's process.
     pub pid: Pid,
+    /// The thread id.
     pub tid: Tid,
     /// The kernel's name (`comm`), last known.
     pub comm: String,
@@ -57,8 +70,11 @@ impl ThreadInfo {
 /// An instrumented method or named region.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MethodInfo {
+    /// The class in source form (empty for a native region).
     pub class: String,
+    /// The method's or region's name.
     pub name: String,
+    /// The JVM descriptor (empty for a native region).
     pub descriptor: String,
 }
 
@@ -77,21 +93,32 @@ impl MethodInfo {
 /// its process, to be resolved against the process's mappings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NativeFunctionInfo {
+    /// The process.
     pub pid: Pid,
+    /// The function's address in it.
     pub addr: u64,
 }
 
 /// Everything a trace names, and where its data ends.
 #[derive(Debug, Default)]
 pub struct TraceMeta {
+    /// What was recorded, how and where (`None` in a trace cut before its first block).
     pub info: Option<TraceInfo>,
+    /// The processes followed, by pid.
     pub processes: BTreeMap<Pid, ProcessInfo>,
+    /// The threads followed, by tid, with their last known names.
     pub threads: BTreeMap<Tid, ThreadInfo>,
+    /// Instrumented methods and named regions, by id.
     pub methods: HashMap<u32, MethodInfo>,
+    /// Classes of contended monitors, by id.
     pub monitor_classes: HashMap<u32, String>,
+    /// Counters, last value of each name.
     pub counters: BTreeMap<String, u64>,
+    /// Warnings, in the order written.
     pub warnings: Vec<String>,
+    /// [`Meta::Mapping`] records, for naming native functions.
     pub mappings: Vec<Meta>,
+    /// [`Meta::UserType`] records, naming C API event types and values.
     pub user_types: Vec<Meta>,
     /// Method ids that stand for native functions (each also has a `methods` entry).
     pub native_functions: HashMap<u32, NativeFunctionInfo>,
@@ -99,52 +126,81 @@ pub struct TraceMeta {
     pub first_time: Option<Time>,
     /// Time of the last timed record, if any.
     pub last_time: Option<Time>,
-    /// Number of timed records.
+    /// Number of timed records, as the intact events blocks' headers count them.
     pub records: u64,
     /// Whether the trace has its end block (the recording finished cleanly).
     pub complete: bool,
-    /// Where readable data stops, when the file is damaged or cut short.
+    /// The first damage met, when the file is damaged or cut short: the first
+    /// [`ReadError::Corrupt`] (the scan went on after it), else the
+    /// [`ReadError::Truncated`] end.
     pub damage: Option<ReadError>,
+    /// Everything the scan skipped: the same regions as [`Events::damage`] for damage
+    /// to the blocks, plus the rest of any metadata block whose records stop decoding.
+    pub skipped: Damage,
 }
 
 impl TraceMeta {
-    /// Reads every metadata and end block of the trace at `path`, seeking over events.
-    /// Fails only when the file cannot be opened or is not a trace; damage further in is
-    /// recorded in [`TraceMeta::damage`].
+    /// Reads every block of the trace at `path` (checking every checksum), gathering the
+    /// metadata and the events blocks' times and counts. Fails only when the file cannot
+    /// be opened or is not a trace; damage further in is skipped (the scan goes on at
+    /// the next intact block) and recorded in [`TraceMeta::damage`] and
+    /// [`TraceMeta::skipped`].
     pub fn scan(path: &Path) -> Result<TraceMeta, ReadError> {
-        let mut reader = TraceReader::open(path)?;
+        TraceMeta::read(File::open(path)?)
+    }
+
+    /// [`TraceMeta::scan`] of a trace read from `input`.
+    pub fn read(input: impl Read) -> Result<TraceMeta, ReadError> {
+        let mut reader = TraceReader::new(input)?;
         let mut meta = TraceMeta::default();
         loop {
-            match reader.next_block_if(|k| k != BlockKind::Events) {
+            match reader.next_block() {
                 Ok(None) => break,
-                Ok(Some((header, block))) => {
-                    if header.kind == BlockKind::Events && header.count > 0 {
+                Ok(Some(block)) if block.header.kind == BlockKind::Events => {
+                    let header = &block.header;
+                    if header.count > 0 {
                         meta.first_time.get_or_insert(Time(header.first));
                         meta.last_time = Some(Time(header.last));
                         meta.records += u64::from(header.count);
                     }
-                    if let Some(block) = block {
-                        if let Err(e) = meta.absorb(&block) {
-                            meta.damage = Some(e);
-                            break;
-                        }
+                }
+                Ok(Some(block)) => {
+                    if let Err((e, at)) = meta.absorb_from(&block) {
+                        meta.damage.get_or_insert(e);
+                        reader.note(rest_of_block(
+                            &block,
+                            at,
+                            0,
+                            "a metadata record that does not decode",
+                        ));
                     }
                 }
                 Err(e) => {
-                    meta.damage = Some(e);
-                    break;
+                    let last = !matches!(e, ReadError::Corrupt { .. });
+                    meta.damage.get_or_insert(e);
+                    if last {
+                        break;
+                    }
                 }
             }
         }
         meta.complete = reader.complete();
+        meta.skipped = reader.damage().clone();
         Ok(meta)
     }
 
     /// Adds the metadata of one block.
     pub fn absorb(&mut self, block: &Block) -> Result<(), ReadError> {
-        for item in block_items(block) {
-            if let Item::Meta(m) = item? {
-                self.add(m);
+        self.absorb_from(block).map_err(|(e, _)| e)
+    }
+
+    /// [`TraceMeta::absorb`], also saying where in the payload the records stopped.
+    fn absorb_from(&mut self, block: &Block) -> Result<(), (ReadError, usize)> {
+        for item in block.items() {
+            match item {
+                Ok(Item::Meta(m)) => self.add(m),
+                Ok(_) => {}
+                Err(e) => return Err((block.corrupt(e.clone()), e.offset)),
             }
         }
         Ok(())
@@ -264,70 +320,126 @@ impl TraceMeta {
     }
 }
 
+/// The rest of `block` from payload offset `at`, not delivered because of `what` (the
+/// record there); `delivered` of its timed records came before.
+fn rest_of_block(block: &Block, at: usize, delivered: u64, what: &str) -> SkippedRegion {
+    let records = match block.header.kind {
+        BlockKind::Events => u64::from(block.header.count).saturating_sub(delivered),
+        _ => 0,
+    };
+    SkippedRegion {
+        offset: block.offset + BLOCK_HEADER_LEN as u64 + at as u64,
+        bytes: (block.payload.len() - at) as u64,
+        blocks: Some(0),
+        records: Some(records),
+        reason: format!("{what}, inside an intact block"),
+    }
+}
+
 /// Streams the timed records of a trace in time order, one block in memory at a time.
-/// Yields at most one error, then ends: records before the damage are all delivered.
 /// Records are decoded one at a time from the block's payload, as they are asked for.
-pub struct Events {
-    reader: TraceReader<BufReader<File>>,
+///
+/// Damage does not end the stream: each damaged stretch yields one
+/// `Err(ReadError::Corrupt)`, and the records of the next intact block follow. A caller
+/// that stops at the first error gets every record before the damage; one that goes on
+/// gets every record of every intact block, and [`Events::damage`] says what was
+/// skipped. The records stay in time order: an intact block that goes back in time is
+/// refused (see [`TraceReader::next_block`]), and so is the rest of a block from a
+/// record that does not decode or goes back in time. `Err(ReadError::Truncated)` (the
+/// file ends inside a block) and `Err(ReadError::Io)` are the last items.
+pub struct Events<R = File> {
+    reader: TraceReader<R>,
     block: Option<Block>,
     /// Where the next record starts in the block's payload.
     pos: usize,
-    failed: bool,
+    /// Timed records delivered from the block.
+    delivered: u64,
+    /// Time of the last record delivered.
+    last: Option<Time>,
+    stopped: bool,
 }
 
 impl Events {
     /// Opens the trace at `path` for streaming.
     pub fn open(path: &Path) -> Result<Events, ReadError> {
+        Events::new(File::open(path)?)
+    }
+}
+
+impl<R: Read> Events<R> {
+    /// Streams the trace read from `input` (checking its file header first).
+    pub fn new(input: R) -> Result<Events<R>, ReadError> {
         Ok(Events {
-            reader: TraceReader::open(path)?,
+            reader: TraceReader::new(input)?,
             block: None,
             pos: 0,
-            failed: false,
+            delivered: 0,
+            last: None,
+            stopped: false,
         })
+    }
+
+    /// What was skipped so far (all of it once the stream has ended).
+    pub fn damage(&self) -> &Damage {
+        self.reader.damage()
+    }
+
+    /// Whether the end block was read: the recording finished cleanly.
+    pub fn complete(&self) -> bool {
+        self.reader.complete()
     }
 
     /// The next record of the current block, if it has one more.
     fn next_in_block(&mut self) -> Option<Result<Record, ReadError>> {
         let block = self.block.as_ref()?;
         loop {
-            let mut items = Items::new(&block.payload[self.pos..]);
+            let start = self.pos;
+            let mut items = Items::new(&block.payload[start..]);
             let item = items.next();
             self.pos += items.position();
-            match item? {
-                Ok(Item::Record(r)) => return Some(Ok(r)),
-                Ok(_) => continue,
-                Err(mut e) => {
-                    e.offset += self.pos - items.position();
-                    self.pos = block.payload.len();
-                    return Some(Err(block.corrupt(e)));
+            let what = match item? {
+                Ok(Item::Record(r)) if self.last.is_none_or(|last| r.time >= last) => {
+                    self.last = Some(r.time);
+                    self.delivered += 1;
+                    return Some(Ok(r));
                 }
-            }
+                Ok(Item::Record(_)) => "a record that goes back in time",
+                Ok(_) => continue,
+                Err(_) => "a record that does not decode",
+            };
+            self.pos = block.payload.len();
+            let region = rest_of_block(block, start, self.delivered, what);
+            return Some(Err(self.reader.note(region)));
         }
     }
 }
 
-impl Iterator for Events {
+impl<R: Read> Iterator for Events<R> {
     type Item = Result<Record, ReadError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if self.failed {
-                return None;
-            }
             if let Some(r) = self.next_in_block() {
-                self.failed = r.is_err();
                 return Some(r);
             }
             self.block = None;
-            match self.reader.next_block_if(|k| k == BlockKind::Events) {
-                Ok(None) => return None,
-                Ok(Some((_, None))) => {}
-                Ok(Some((_, Some(block)))) => {
-                    self.block = Some(block);
-                    self.pos = 0;
+            if self.stopped {
+                return None;
+            }
+            match self.reader.next_block() {
+                Ok(None) => {
+                    self.stopped = true;
+                    return None;
+                }
+                Ok(Some(block)) => {
+                    if block.header.kind == BlockKind::Events {
+                        self.block = Some(block);
+                        self.pos = 0;
+                        self.delivered = 0;
+                    }
                 }
                 Err(e) => {
-                    self.failed = true;
+                    self.stopped = !matches!(e, ReadError::Corrupt { .. });
                     return Some(Err(e));
                 }
             }

@@ -123,6 +123,18 @@ impl<W: Write> TraceWriter<W> {
         Ok(self.out)
     }
 
+    /// Flushes, with the final `counters` in a metadata block, and returns the sink
+    /// without writing the end block: the trace then reads as one whose recording did
+    /// not finish (`complete` false). For a trace made of one that did not finish (a
+    /// merge of a trace cut short), which must not claim to be complete.
+    pub fn finish_incomplete(mut self, counters: &[Meta]) -> io::Result<W> {
+        for c in counters {
+            self.meta(c);
+        }
+        self.flush()?;
+        Ok(self.out)
+    }
+
     fn write_block(
         &mut self,
         kind: BlockKind,

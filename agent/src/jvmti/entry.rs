@@ -81,8 +81,8 @@ unsafe fn load(vm: *mut JavaVM, options: *mut c_char, mode: LoadMode) -> jint {
         let jni = if mode == LoadMode::Attach {
             // SAFETY: valid JavaVM; GetEnv fills `env` for the current attached thread.
             let rc = unsafe { ((**vm).v1_2.GetEnv)(vm, &mut env, jni_sys::JNI_VERSION_1_6) };
-            // SAFETY: on success `env` is this thread's JNIEnv, valid during this call.
             if rc == JNI_OK {
+                // SAFETY: on success `env` is this thread's JNIEnv, valid during this call.
                 unsafe { Jni::new(env.cast()) }
             } else {
                 None

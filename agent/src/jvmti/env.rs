@@ -21,14 +21,23 @@ unsafe impl Sync for Jvmti {}
 /// The JVMTI events the agent uses.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Event {
+    /// The VM finished starting (JVMTI `VMInit`).
     VmInit,
+    /// The VM is shutting down (`VMDeath`).
     VmDeath,
+    /// A Java thread started (`ThreadStart`).
     ThreadStart,
+    /// A Java thread ended (`ThreadEnd`).
     ThreadEnd,
+    /// A class is loaded or retransformed: the rewriting hook (`ClassFileLoadHook`).
     ClassFileLoadHook,
+    /// A garbage collection started (`GarbageCollectionStart`).
     GarbageCollectionStart,
+    /// A garbage collection finished (`GarbageCollectionFinish`).
     GarbageCollectionFinish,
+    /// A thread waits to enter a monitor another holds (`MonitorContendedEnter`).
     MonitorContendedEnter,
+    /// It entered it (`MonitorContendedEntered`).
     MonitorContendedEntered,
 }
 

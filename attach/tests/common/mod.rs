@@ -10,38 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Whether we run as root (effective uid 0).
-pub fn is_root() -> bool {
-    let status = fs::read_to_string("/proc/self/status").unwrap();
-    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
-    uid_line.split_whitespace().nth(2) == Some("0")
-}
-
-/// True if the test may go on; false (after saying why) if it must be skipped. Under
-/// `CI=true` a missing requirement fails the test instead.
-pub fn requirement(ok: bool, test: &str, what: &str) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test} needs {what}, and CI=true forbids skipping");
-    }
-    eprintln!("skipped {test}: needs {what}");
-    false
-}
-
-pub fn needs_root(test: &str) -> bool {
-    requirement(is_root(), test, "root")
-}
-
-pub fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
+pub use sonda_tests::{have, require, require_root};
 
 /// A directory every user can read, outside /tmp (the namespace tests hide /tmp).
 pub fn scratch(name: &str) -> PathBuf {
@@ -81,7 +50,7 @@ pub fn classes() -> &'static Path {
 
 /// A JVMTI-loadable library whose Agent_OnAttach returns its options as a number, or
 /// None (after a skip message) without a C compiler.
-pub fn test_agent(test: &str) -> Option<&'static Path> {
+pub fn test_agent() -> Option<&'static Path> {
     static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
     let lib = LIB.get_or_init(|| {
         if !have("cc") {
@@ -99,7 +68,7 @@ pub fn test_agent(test: &str) -> Option<&'static Path> {
         assert!(status.success());
         Some(lib)
     });
-    if requirement(lib.is_some(), test, "a C compiler (cc)") {
+    if require("a C compiler (cc)", lib.is_some()) {
         lib.as_deref()
     } else {
         None
@@ -108,7 +77,7 @@ pub fn test_agent(test: &str) -> Option<&'static Path> {
 
 /// A program that maps libjvm.so but never starts a JVM (see `java/jvm_host.c`),
 /// started and ready, or None (after a skip message) without a C compiler.
-pub fn jvm_host(test: &str) -> Option<Child> {
+pub fn jvm_host() -> Option<Child> {
     static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
     let bin = BIN.get_or_init(|| {
         if !have("cc") {
@@ -126,7 +95,7 @@ pub fn jvm_host(test: &str) -> Option<Child> {
         assert!(status.success());
         Some(bin)
     });
-    if !requirement(bin.is_some(), test, "a C compiler (cc)") {
+    if !require("a C compiler (cc)", bin.is_some()) {
         return None;
     }
     let java = fs::canonicalize(

@@ -1,8 +1,9 @@
 //! `sonda report`: a terminal summary of a trace.
 //!
-//! [`render`] is the stable entry point for the `sonda` command. It reads the trace
-//! twice, as every exporter does: a metadata scan (names, counters, where the data
-//! ends), then one streaming pass of the records through a [`Timeline`]. It prints the
+//! [`render`] is the stable entry point for the `sonda` command. It takes the trace
+//! opened by [`Trace::open`] (the metadata scan: names, counters, where the data
+//! ends) and drives one streaming pass of its records through a
+//! [`crate::Timeline`] into the report's sink. It prints the
 //! recording (command, state source, duration, CPUs, complete or cut short and where),
 //! per process and thread the time in each state and the scheduling counts, garbage
 //! collections, monitor contention per class, instrumented methods, and what was
@@ -18,19 +19,18 @@ mod text;
 
 use std::fmt;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use sonda_trace::{ReadError, TraceMeta};
+use sonda_trace::ReadError;
 
 pub use summary::{
     MethodSummary, MonitorSummary, ProcessSummary, Recording, ReportSummary, SpanStats,
     ThreadSummary,
 };
 
-use crate::feed::Feed;
+use crate::drive::{Driven, Trace, TraceError};
 use crate::names::{method_labels, one_line, thread_name};
 use crate::output::ThreadIx;
-use crate::timeline::Timeline;
 use summary::Collector;
 
 /// What the report shows. Build with `ReportOptions::default()` and the `with_`
@@ -74,6 +74,15 @@ impl fmt::Display for ReportError {
     }
 }
 
+impl From<TraceError> for ReportError {
+    fn from(e: TraceError) -> ReportError {
+        ReportError::Read {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 impl std::error::Error for ReportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -83,9 +92,9 @@ impl std::error::Error for ReportError {
     }
 }
 
-/// Reads the trace at `trace`, prints its summary to `out`, and returns the figures.
+/// Reads `trace`, prints its summary to `out`, and returns the figures.
 pub fn render(
-    trace: &Path,
+    trace: Trace,
     out: &mut dyn Write,
     opts: &ReportOptions,
 ) -> Result<ReportSummary, ReportError> {
@@ -95,38 +104,32 @@ pub fn render(
 }
 
 /// Computes the report's figures without printing them.
-pub fn summarize(trace: &Path) -> Result<ReportSummary, ReportError> {
-    let read_error = |source| ReportError::Read {
-        path: trace.to_path_buf(),
-        source,
-    };
-    let mut meta = TraceMeta::scan(trace).map_err(read_error)?;
+pub fn summarize(trace: Trace) -> Result<ReportSummary, ReportError> {
+    let path = trace.path().to_path_buf();
+    let mut collector = Collector::new(method_labels(trace.meta()));
+    let Driven {
+        mut meta,
+        timeline,
+        origin,
+        end,
+        records,
+        damage,
+        ..
+    } = trace
+        .drive(&mut collector)
+        .map_err(|source| ReportError::Read { path, source })?;
     let source = meta.info.as_ref().map(|i| i.source);
-    let mut feed = Feed::open(trace, &meta).map_err(read_error)?;
-    let mut timeline = Timeline::new(
-        feed.origin(),
-        source.unwrap_or(sonda_trace::Source::Tracepoints),
-        meta.threads.keys().copied(),
-    );
-    let mut collector = Collector::new(method_labels(&meta));
-    for record in feed.by_ref() {
-        timeline.push(&record, &mut collector);
-    }
-    let end = feed.end();
-    timeline.finish(end, &mut collector);
-
     let info = meta.info.clone();
     let recording = Recording {
         command: info.as_ref().map(|i| i.command.clone()).unwrap_or_default(),
         source,
         host: info.as_ref().map(|i| i.host.clone()).unwrap_or_default(),
         cpus: info.as_ref().map_or(0, |i| i.cpus),
-        origin: feed.origin(),
+        origin,
         end,
-        records: feed.records(),
+        records,
         complete: meta.complete,
     };
-    let damage = feed.into_damage().or(meta.damage.take());
 
     // Processes by pid, threads by tid (the timeline's order); a thread whose process
     // has no metadata of its own still gets one.
@@ -194,5 +197,6 @@ pub fn summarize(trace: &Path) -> Result<ReportSummary, ReportError> {
         repairs: timeline.repairs(),
         warnings: std::mem::take(&mut meta.warnings),
         damage,
+        unread: std::mem::take(&mut meta.skipped),
     })
 }

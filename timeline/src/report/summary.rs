@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use rustc_hash::FxHashMap;
-use sonda_trace::{Pid, ReadError, Runtime, Source, Tid, Time};
+use sonda_trace::{Damage, Pid, ReadError, Runtime, Source, Tid, Time};
 
 use crate::output::{CallExit, Edge, ExitKind, Frame, GcSpan, MonitorWait, Sink};
 use crate::sched::ThreadStats;
@@ -29,8 +29,11 @@ pub struct ReportSummary {
     pub repairs: Repairs,
     /// The recording's warnings.
     pub warnings: Vec<String>,
-    /// Where the trace stops being readable, when it was cut short or is damaged.
+    /// The first damage, when the trace is cut short or damaged (the report covers
+    /// every intact block; [`ReportSummary::unread`] lists what was skipped).
     pub damage: Option<ReadError>,
+    /// Every stretch of the file skipped as damaged.
+    pub unread: Damage,
 }
 
 /// What was recorded, how and where.

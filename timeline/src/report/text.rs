@@ -2,10 +2,11 @@
 
 use std::io::{self, Write};
 
-use sonda_trace::{Runtime, Source};
+use sonda_trace::{ReadError, Runtime, Source};
 
 use super::summary::{ProcessSummary, ReportSummary};
 use super::table::{duration, percent, Align, Table};
+use crate::feed::damage_line;
 use crate::state::ThreadState;
 
 /// The counters the report always lists, zero when the trace lacks them: what the
@@ -74,7 +75,13 @@ fn recording(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
         format!("{} ({} records)", duration(r.duration_ns()), r.records),
     ]);
     let status = match (&s.damage, r.complete) {
-        (Some(d), _) => format!("CUT SHORT: {d}; data up to {}", duration(r.duration_ns())),
+        (Some(d @ ReadError::Truncated { .. }), _) if s.unread.regions.is_empty() => {
+            format!("CUT SHORT: {d}; data up to {}", duration(r.duration_ns()))
+        }
+        (Some(d), _) => format!(
+            "DAMAGED: {}; every intact block is reported",
+            damage_line(d, &s.unread)
+        ),
         (None, true) => "complete".to_string(),
         (None, false) => {
             "incomplete (no end block: the recording was stopped abruptly)".to_string()
@@ -107,6 +114,7 @@ fn process(s: &ReportSummary, p: &ProcessSummary, out: &mut dyn Write) -> io::Re
         ("tid", Align::Right),
         ("running", Align::Right),
         ("waiting CPU", Align::Right),
+        ("stolen", Align::Right),
         ("sleeping", Align::Right),
         ("I/O (D)", Align::Right),
         ("other", Align::Right),
@@ -136,6 +144,7 @@ fn process(s: &ReportSummary, p: &ProcessSummary, out: &mut dyn Write) -> io::Re
             th.tid.to_string(),
             duration(st.get(ThreadState::Running)),
             duration(st.get(ThreadState::Runnable)),
+            duration(st.get(ThreadState::Stolen)),
             duration(st.get(ThreadState::Sleeping)),
             duration(st.get(ThreadState::Uninterruptible)),
             duration(other),

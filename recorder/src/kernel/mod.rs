@@ -1,0 +1,232 @@
+//! The kernel source of a recording: scheduler tracepoints on every CPU, decoded into
+//! trace events.
+//!
+//! Two ways to read them, tried in this order:
+//! 1. **ftrace** (`ftrace_source`): a private tracefs instance records the
+//!    tracepoints; perf rings carry only context-switch records, for the switch repair.
+//!    Needs write access to tracefs (root). On kernels where perf does not deliver
+//!    tracepoint samples while the idle task runs, only this path sees the wakeups done
+//!    from interrupts on idle CPUs (a timer expiring, a disk completing).
+//! 2. **perf** (`perf_source`): tracepoint samples and context-switch records in perf
+//!    rings. Needs CAP_PERFMON and read access to tracefs.
+//!
+//! Without either, the recorder samples /proc instead.
+//!
+//! - `tracefs` finds tracefs and reads tracepoint descriptions;
+//! - [`tp_format`] parses them (field offsets are never hard-coded);
+//! - [`sched_events`] turns tracepoint payloads into [`sonda_trace::Event`]s;
+//! - `ftrace_instance` makes, configures, reads and removes the private instance;
+//! - [`ftrace_page`] decodes its ring-buffer pages from bytes;
+//! - `tgids` finds the process of a task that ftrace names by tid only;
+//! - `perf_ring` opens perf events and reads the per-CPU rings;
+//! - [`perf_record`] decodes perf ring records from bytes;
+//! - `switch_repair` recovers switches the tracepoint did not report;
+//! - `cpu_merge` puts a CPU's ftrace events and perf records in one time order;
+//! - `reader_thread` empties everything on a thread of its own.
+//!
+//! The decoders ([`tp_format`], [`sched_events`], [`ftrace_page`], [`perf_record`]) are
+//! public: they are pure functions of bytes, so they can be fuzzed and benchmarked
+//! without a kernel. The rest is the crate's own.
+
+pub(crate) mod cpu_merge;
+pub(crate) mod ftrace_instance;
+pub mod ftrace_page;
+pub(crate) mod ftrace_source;
+pub mod perf_record;
+pub(crate) mod perf_ring;
+pub(crate) mod perf_source;
+pub(crate) mod reader_thread;
+pub mod sched_events;
+pub(crate) mod switch_repair;
+pub(crate) mod tgids;
+pub mod tp_format;
+pub(crate) mod tracefs;
+
+use sonda_trace::Record;
+
+use ftrace_instance::{Instance, InstanceError};
+use ftrace_page::PageLayout;
+use ftrace_source::FtraceSource;
+use perf_ring::KernelRings;
+use perf_source::PerfSource;
+use sched_events::{SchedDecoder, CPU_TIME_TRACEPOINT, TRACEPOINTS, TRACEPOINT_COUNT};
+use tp_format::Format;
+use tracefs::{Tracefs, TracefsError};
+
+/// Why the kernel source could not start.
+#[derive(Debug)]
+pub(crate) enum KernelError {
+    /// Not allowed (not root, no CAP_PERFMON): the recording falls back to /proc.
+    Permission(String),
+    /// Anything else: the recording cannot go on.
+    Other(String),
+}
+
+impl std::fmt::Display for KernelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelError::Permission(s) | KernelError::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Tally of what was read.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct KernelStats {
+    /// Tracepoint records decoded into events.
+    pub samples: u64,
+    /// Records the kernel lost (buffers full).
+    pub lost: u64,
+    /// Records or pages that did not decode (never expected).
+    pub undecodable: u64,
+    /// Switches recovered from switch-in records (see [`switch_repair`]).
+    pub repaired: u64,
+    /// Whether the tracepoints were read from an ftrace instance (else from perf).
+    pub ftrace: bool,
+    /// The largest of the CPUs' median delays from a reported switch to its perf
+    /// switch-in record, ns (see [`switch_repair`]): a few µs when the tracepoints and
+    /// perf share a clock; 0 when nothing was measured.
+    pub switch_delay_ns: u64,
+}
+
+/// The tracepoints, open on every CPU.
+pub(crate) struct KernelSource {
+    inner: Inner,
+    notice: Option<String>,
+}
+
+enum Inner {
+    Ftrace(Box<FtraceSource>),
+    Perf(Box<PerfSource>),
+}
+
+impl KernelSource {
+    /// Reads the tracepoint formats and opens them, not yet recording, on `cpus` with
+    /// buffers of `ring_bytes` per CPU: an ftrace instance if possible, else perf.
+    pub fn open(cpus: &[u16], ring_bytes: usize) -> Result<KernelSource, KernelError> {
+        let tracefs = Tracefs::locate().map_err(tracefs_error)?;
+        let mut formats = Vec::with_capacity(TRACEPOINTS.len());
+        for (sys, name) in TRACEPOINTS {
+            formats.push(tracefs.format(sys, name).map_err(tracefs_error)?);
+        }
+        let formats: [Format; TRACEPOINT_COUNT] =
+            formats.try_into().expect("one format per tracepoint");
+        // Optional: without it steal time counts as running (older or unusual kernels).
+        let (sys, name) = CPU_TIME_TRACEPOINT;
+        let cpu_time = tracefs.format(sys, name).ok();
+        let decoder = || {
+            SchedDecoder::new(&formats, cpu_time.as_ref())
+                .map_err(|e| KernelError::Other(e.to_string()))
+        };
+        let mut events = TRACEPOINTS.to_vec();
+        if cpu_time.is_some() {
+            events.push(CPU_TIME_TRACEPOINT);
+        }
+        let why_not_ftrace = match open_ftrace(&tracefs, decoder()?, &events, cpus, ring_bytes) {
+            Ok(source) => return Ok(source),
+            Err(why) => why,
+        };
+        let ids: Vec<u64> = formats.iter().chain(&cpu_time).map(|f| f.id).collect();
+        let rings = KernelRings::open(&ids, cpus, ring_bytes).map_err(|e| match e {
+            perf_ring::OpenError::Permission(e) => KernelError::Permission(e.to_string()),
+            perf_ring::OpenError::Other(s) => KernelError::Other(s),
+        })?;
+        let max_cpu = cpus.iter().copied().max().unwrap_or(0);
+        let what = match why_not_ftrace {
+            InstanceError::Permission(s) => format!("no permission for a tracefs instance: {s}"),
+            InstanceError::Other(s) => format!("no tracefs instance: {s}"),
+        };
+        Ok(KernelSource {
+            inner: Inner::Perf(Box::new(PerfSource::new(rings, decoder()?, max_cpu))),
+            notice: Some(format!(
+                "sonda: {what}; reading scheduler tracepoints through perf instead (wakeups on idle CPUs may be missed on some kernels)"
+            )),
+        })
+    }
+
+    /// A one-line message for the user about how the kernel is read, if it is not the
+    /// best way.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
+    }
+
+    /// Starts recording.
+    pub fn enable(&mut self) -> std::io::Result<()> {
+        match &mut self.inner {
+            Inner::Ftrace(s) => s.enable(),
+            Inner::Perf(s) => s.enable(),
+        }
+    }
+
+    /// Stops recording; what is in the buffers can still be read.
+    pub fn disable(&mut self) -> std::io::Result<()> {
+        match &mut self.inner {
+            Inner::Ftrace(s) => s.disable(),
+            Inner::Perf(s) => s.disable(),
+        }
+    }
+
+    /// Appends records read now to `out`, decoded; after [`KernelSource::disable`],
+    /// everything left. Each CPU's records come in about time order, not exactly.
+    /// Returns whether records were left to read (a read takes a bounded amount, so
+    /// that no buffer waits for another to be emptied).
+    pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
+        match &mut self.inner {
+            Inner::Ftrace(s) => s.read(out),
+            Inner::Perf(s) => s.read(out),
+        }
+    }
+
+    /// What was read so far.
+    pub fn stats(&self) -> KernelStats {
+        match &self.inner {
+            Inner::Ftrace(s) => s.stats(),
+            Inner::Perf(s) => s.stats(),
+        }
+    }
+}
+
+/// The ftrace path, with a notice if perf context-switch records cannot be had.
+fn open_ftrace(
+    tracefs: &Tracefs,
+    decoder: SchedDecoder,
+    events: &[(&str, &str)],
+    cpus: &[u16],
+    ring_bytes: usize,
+) -> Result<KernelSource, InstanceError> {
+    let header = |rel: &str| {
+        tracefs
+            .read(rel)
+            .map_err(|e| InstanceError::Other(e.to_string()))
+    };
+    let layout = PageLayout::parse(
+        &header("events/header_page")?,
+        &header("events/header_event")?,
+    )
+    .map_err(|e| InstanceError::Other(e.to_string()))?;
+    let instance = Instance::create(tracefs, events, ring_bytes, cpus, layout.page_size())?;
+    // Switch records (two per switch) are about half the volume of the tracepoints.
+    let switch_ring = (ring_bytes / 2).max(64 << 10);
+    let (rings, notice) = match KernelRings::open(&[], cpus, switch_ring) {
+        Ok(r) => (Some(r), None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "sonda: no perf context-switch records ({e}); switches the scheduler tracepoint does not report cannot be recovered"
+            )),
+        ),
+    };
+    Ok(KernelSource {
+        inner: Inner::Ftrace(Box::new(FtraceSource::new(
+            instance, layout, decoder, rings,
+        ))),
+        notice,
+    })
+}
+
+fn tracefs_error(e: TracefsError) -> KernelError {
+    match e {
+        TracefsError::Permission(_) => KernelError::Permission(e.to_string()),
+        _ => KernelError::Other(e.to_string()),
+    }
+}

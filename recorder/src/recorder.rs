@@ -1,0 +1,801 @@
+//! A recording from start to end: opens the sources, starts the command (or attaches to
+//! a running JVM), runs the drain cycle until the command exits (or the attach ends),
+//! and finishes the trace.
+//!
+//! One cycle (every 50 ms; with the /proc fallback, /proc is sampled every 10 ms and the
+//! rest runs every 100 ms):
+//! 1. take the records the kernel reader thread read from the rings (or sample /proc);
+//! 2. drain the agent rings, *then* take a TSC calibration point, so that every drained
+//!    record lies before it and converts by interpolation; copy new agent metadata;
+//! 3. hand everything to the watermark and release what is older than now − lag, in time
+//!    order, through the process-tree follower into the trace;
+//! 4. flush complete blocks, so a collector killed at any moment leaves a trace that
+//!    reads up to the last cycle.
+//!
+//! At the end (the command exited) the kernel events are stopped, everything left is
+//! read and written, and the trace gets its end block with the final counters.
+//!
+//! # Attach
+//! The subject is then a running process: it is the root of the followed tree (its
+//! threads and any children it creates), each of its threads gets an
+//! [`Event::ProcSample`] at the start (state, CPU, run and wait times from /proc) so the
+//! trace knows every thread's state from the first instant, and the agent is loaded
+//! into it once the kernel events are on. The recording waits for the agent to report
+//! its instrumentation in place, runs until the duration is over, the caller says stop
+//! (a signal) or the process exits, then sets the stop flag and keeps draining until
+//! the agent confirms it stopped and restored its classes (at most [`STOP_WAIT`]).
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sonda_filter::MethodFilter;
+use sonda_shm::{AgentState, Clock};
+use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter};
+
+use crate::agent::buffer_file::BufferPlace;
+use crate::agent::pid_map::PidMap;
+use crate::agent::sizing::Wanted;
+use crate::agent::{AgentSettings, AgentSource, Stamped};
+use crate::child::{self, Child};
+use crate::follow::{Follow, ProcLookup};
+use crate::kernel::reader_thread::KernelReader;
+use crate::kernel::{KernelError, KernelSource, KernelStats};
+use crate::procfs::{self, ProcSampler};
+use crate::tsc::{self, Calibration};
+use crate::wake_audit::WakeAudit;
+use crate::watermark::Watermark;
+use crate::{clock, host, launch};
+
+/// Cycle period with kernel tracepoints.
+const CYCLE: Duration = Duration::from_millis(50);
+/// /proc sampling period of the fallback.
+const PROC_PERIOD: Duration = Duration::from_millis(10);
+/// Samples per cycle with the fallback.
+const PROC_SAMPLES_PER_CYCLE: u32 = 10;
+/// How long to wait after the command exits for its last kernel records (its final
+/// switch-out is written just after its parent is told it exited).
+const SETTLE: Duration = Duration::from_millis(20);
+/// Longest wait for an attached agent to report its instrumentation in place
+/// (retransforming thousands of classes takes seconds).
+const READY_WAIT: Duration = Duration::from_secs(60);
+/// Longest wait for an attached agent to confirm it stopped and restored its classes.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// What to record and how.
+pub struct Settings<'a> {
+    /// The trace file, already created (so that an unwritable path failed early). The
+    /// caller owns the file's name: it may write under a temporary name and rename the
+    /// file once [`record`] returned; the recorder never removes or renames it.
+    pub output: File,
+    /// The trace's path as the user knows it, for messages.
+    pub output_path: PathBuf,
+    /// The command to start, or the process to attach to.
+    pub subject: Subject<'a>,
+    /// The validated `--methods` filter.
+    pub methods: MethodFilter,
+    /// Bytes of kernel ring per CPU.
+    pub kernel_ring: usize,
+    /// The agent buffer's sizes the user gave (bytes of ring per thread, slots:
+    /// threads that can record at once); what is not given is chosen to fit.
+    pub agent_sizes: Wanted,
+    /// Where the agent buffer file goes (a directory every traced process can reach).
+    pub buffer: BufferPlace,
+    /// How long records are held back to be released in time order (the watermark
+    /// trails now by this much).
+    pub lag: Duration,
+}
+
+/// What a recording follows.
+pub enum Subject<'a> {
+    /// A command sonda starts and records until it exits.
+    Launch {
+        /// The program to run (resolved in PATH).
+        program: PathBuf,
+        /// The command line as given (`argv[0]` first).
+        argv: Vec<OsString>,
+        /// The agent library, if found.
+        agent_lib: Option<PathBuf>,
+    },
+    /// A running JVM the agent is attached to.
+    Attach(Attach<'a>),
+}
+
+/// Loads the agent into the JVM on the buffer file (given as the JVM sees it); returns
+/// once `Agent_OnAttach` answered.
+pub type LoadAgent<'a> = Box<dyn FnOnce(&Path) -> anyhow::Result<()> + 'a>;
+
+/// How to attach to a running JVM; the attach protocol itself is the caller's.
+pub struct Attach<'a> {
+    /// The JVM's pid.
+    pub pid: Pid,
+    /// Loads the agent on the buffer file (given as the JVM sees it), returning once
+    /// `Agent_OnAttach` answered; its error ends the recording before it started.
+    pub load: LoadAgent<'a>,
+    /// Whether the user asked to stop (Ctrl-C, SIGTERM), polled every cycle.
+    pub stop_requested: Box<dyn Fn() -> bool + 'a>,
+    /// Record for this long once the agent is ready; `None`: until stopped.
+    pub duration: Option<Duration>,
+    /// When the `sonda attach` command started, for the time to the first event.
+    pub started: Time,
+}
+
+/// What a recording ended with, once the subject started (the command ran or the
+/// agent was loaded). From then on the trace holds what was recorded, whatever
+/// happens after: a failure is reported here, not as an error of [`record`], so that the
+/// caller keeps the trace.
+pub struct Outcome {
+    /// The command's exit code (shell convention).
+    pub exit_code: i32,
+    /// Why the recording failed after the subject started (the trace then stops where
+    /// the failure came: it is readable up to its last complete block).
+    pub failure: Option<anyhow::Error>,
+}
+
+/// Records written per source, for the summary.
+#[derive(Default)]
+struct Tally {
+    /// Thread states and process tree: kernel tracepoints or /proc samples.
+    scheduler: u64,
+    /// Agents' events.
+    agent: u64,
+    /// When the first method entry written happened.
+    first_enter: Option<Time>,
+}
+
+impl Tally {
+    fn count(&mut self, r: &Record) {
+        if self.first_enter.is_none() && matches!(r.event, Event::Enter { .. }) {
+            self.first_enter = Some(r.time);
+        }
+        let e = &r.event;
+        if e.is_sched_tracepoint()
+            || matches!(e, Event::ProcSample { .. } | Event::KernelLost { .. })
+        {
+            self.scheduler += 1;
+        } else {
+            self.agent += 1;
+        }
+    }
+}
+
+/// The state of a running recording.
+struct Recording<W: Write> {
+    kernel: Option<KernelReader>,
+    /// The kernel reader's tally, once it finished.
+    kernel_stats: KernelStats,
+    procfs: Option<ProcSampler>,
+    agent: AgentSource,
+    agent_clock: Clock,
+    calibration: Calibration,
+    watermark: Watermark,
+    follow: Follow<ProcLookup>,
+    writer: TraceWriter<W>,
+    lag_ns: u64,
+    batch: Vec<Record>,
+    stamped: Vec<Stamped>,
+    ready: Vec<Record>,
+    metas: Vec<Meta>,
+    tally: Tally,
+    wakes: WakeAudit,
+}
+
+impl<W: Write> Recording<W> {
+    /// One /proc sample (fallback only).
+    fn sample_proc(&mut self) {
+        if let Some(p) = &mut self.procfs {
+            p.sample(
+                clock::monotonic(),
+                &mut self.batch,
+                &mut self.follow,
+                &mut self.metas,
+            );
+        }
+    }
+
+    /// One drain cycle; `end` releases everything instead of stopping at the watermark.
+    fn cycle(&mut self, end: bool) -> io::Result<()> {
+        let now = clock::monotonic();
+        if let Some(k) = &self.kernel {
+            let watermark = &mut self.watermark;
+            k.take(|batch| watermark.extend(batch));
+        }
+        // Agent: drain first, then calibrate, so drained records lie before the point.
+        let now_raw = match self.agent_clock {
+            Clock::Tsc => clock::rdtsc(),
+            Clock::Monotonic => now.0,
+        };
+        let follow = &mut self.follow;
+        self.agent.drain(now_raw, &mut self.stamped, |pid, tid| {
+            follow.note_agent_thread(pid, tid)
+        });
+        if self.agent_clock == Clock::Tsc {
+            self.calibration.add(tsc::measure());
+        }
+        for s in self.stamped.drain(..) {
+            let time = match self.agent_clock {
+                Clock::Tsc => self.calibration.to_ns(s.raw).unwrap_or(now.0),
+                Clock::Monotonic => s.raw,
+            };
+            self.batch.push(Record {
+                time: Time(time),
+                event: s.event,
+            });
+        }
+        // Metadata an agent published before the records just drained is in the log now.
+        let writer = &mut self.writer;
+        self.agent.read_meta(|m| writer.meta(&m));
+        for m in self.metas.drain(..) {
+            self.writer.meta(&m);
+        }
+        self.watermark.extend(self.batch.drain(..));
+        let ready = &mut self.ready;
+        if end {
+            self.watermark.release_all(|r| ready.push(r));
+        } else {
+            self.watermark
+                .release(Time(now.0.saturating_sub(self.lag_ns)), |r| ready.push(r));
+        }
+        for r in self.ready.drain(..) {
+            if self.follow.process(&r, &mut self.metas) {
+                for m in self.metas.drain(..) {
+                    self.writer.meta(&m);
+                }
+                self.tally.count(&r);
+                let follow = &self.follow;
+                self.wakes.see(&r.event, |t| follow.is_followed(t));
+                self.writer.record(&r)?;
+            } else {
+                for m in self.metas.drain(..) {
+                    self.writer.meta(&m);
+                }
+            }
+        }
+        self.writer.flush()?;
+        self.agent.heartbeat(now.0);
+        Ok(())
+    }
+
+    /// The final counters of the end block.
+    fn counters(&self, elapsed: Duration) -> Vec<Meta> {
+        let c = |name: &str, value: u64| Meta::Counter {
+            name: name.to_string(),
+            value,
+        };
+        let a = self.agent.stats();
+        let mut counters = vec![
+            c("agent.events", self.tally.agent),
+            c("agent.dropped", a.dropped),
+            c("agent.dropped_enters", a.dropped_enters),
+            c("agent.no_slot", self.agent.no_slot_drops()),
+            c("agent.meta_dropped", self.agent.meta_drops()),
+            c("agent.processes", u64::from(self.agent.attached())),
+            c(
+                "agent.native_functions",
+                self.agent.native_functions().0 as u64,
+            ),
+            c("collector.late_retimed", self.watermark.late_retimed()),
+            c("collector.cpu_ns", host::own_cpu_ns()),
+            c("collector.elapsed_ns", elapsed.as_nanos() as u64),
+        ];
+        if self.kernel.is_some() {
+            let s = self.kernel_stats;
+            counters.push(c("kernel.events", self.tally.scheduler));
+            counters.push(c("kernel.lost", s.lost));
+            counters.push(c("kernel.samples", s.samples));
+            counters.push(c("kernel.undecodable", s.undecodable));
+            counters.push(c("kernel.switches_recovered", s.repaired));
+            counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
+            counters.push(c("kernel.ftrace", u64::from(s.ftrace)));
+            counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
+        }
+        if let Some(p) = &self.procfs {
+            counters.push(c("procfs.events", self.tally.scheduler));
+            counters.push(c("procfs.samples", p.samples()));
+        }
+        if a.unknown > 0 {
+            counters.push(c("agent.unknown_records", a.unknown));
+        }
+        if self.agent.unmapped_ids() > 0 {
+            counters.push(c("agent.unmapped_ids", self.agent.unmapped_ids()));
+        }
+        if self.agent.native_functions().1 > 0 {
+            counters.push(c(
+                "agent.native_without_id",
+                self.agent.native_functions().1,
+            ));
+        }
+        if a.bad_metas > 0 {
+            counters.push(c("agent.bad_metas", a.bad_metas));
+        }
+        counters
+    }
+}
+
+/// Records the subject: a command until it exits, or a running JVM until the attach
+/// ends. An error means that the subject did not start (nothing was recorded); once it
+/// started, the [`Outcome`] says whether the recording failed.
+pub fn record(s: Settings) -> anyhow::Result<Outcome> {
+    let cpus = host::online_cpus();
+    let kernel = match KernelSource::open(&cpus, s.kernel_ring) {
+        Ok(k) => {
+            if let Some(notice) = k.notice() {
+                say!("{notice}");
+            }
+            Some(k)
+        }
+        Err(KernelError::Permission(_)) => {
+            say!(
+                "sonda: no permission for kernel tracepoints (run as root or grant CAP_PERFMON); sampling /proc every 10 ms instead"
+            );
+            None
+        }
+        Err(KernelError::Other(why)) => {
+            say!(
+                "sonda: cannot use kernel tracepoints ({why}); sampling /proc every 10 ms instead"
+            );
+            None
+        }
+    };
+    let agent_clock = if tsc::tsc_is_usable() {
+        Clock::Tsc
+    } else {
+        Clock::Monotonic
+    };
+    let attached = matches!(s.subject, Subject::Attach(_));
+    let agent = AgentSource::create(
+        &s.buffer,
+        &AgentSettings {
+            methods: s.methods.patterns().to_vec(),
+            wanted: s.agent_sizes,
+            clock: agent_clock,
+            attach: attached,
+        },
+    )?;
+    if let Some(notice) = agent.notice() {
+        say!("{notice}");
+    }
+    let agent = RemoveOnDrop(Some(agent));
+    if attached {
+        // A first heartbeat before the agent comes: it stops by itself if they cease.
+        agent.get().heartbeat(clock::monotonic().0);
+    }
+
+    let out_path = s.output_path.display().to_string();
+    let mut writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, s.output))
+        .with_context(|| format!("cannot write {out_path}"))?;
+    let start = clock::monotonic();
+    writer.meta(&Meta::TraceInfo {
+        source: if kernel.is_some() {
+            Source::Tracepoints
+        } else {
+            Source::Procfs
+        },
+        start,
+        host: host::hostname(),
+        cpus: cpus.iter().max().map_or(1, |&m| m + 1),
+        command: match &s.subject {
+            Subject::Launch { argv, .. } => argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            Subject::Attach(a) => vec!["attach".to_string(), a.pid.0.to_string()],
+        },
+        tool: format!("sonda {}", env!("CARGO_PKG_VERSION")),
+    });
+    writer
+        .flush()
+        .with_context(|| format!("cannot write {out_path}"))?;
+    let mut calibration = Calibration::new();
+    calibration.add(tsc::measure());
+    let opened = Opened {
+        kernel,
+        agent,
+        agent_clock,
+        calibration,
+        writer,
+        out_path,
+        lag: s.lag,
+    };
+    match s.subject {
+        Subject::Launch {
+            program,
+            argv,
+            agent_lib,
+        } => launch(opened, &program, &argv, agent_lib.as_deref()),
+        Subject::Attach(a) => attach(opened, a),
+    }
+}
+
+/// The sources and the trace, open, before the subject starts.
+struct Opened<W: Write> {
+    kernel: Option<KernelSource>,
+    agent: RemoveOnDrop,
+    agent_clock: Clock,
+    calibration: Calibration,
+    writer: TraceWriter<W>,
+    out_path: String,
+    lag: Duration,
+}
+
+impl<W: Write> Opened<W> {
+    /// Turns the kernel events on and starts their reader.
+    fn start_kernel(&mut self) -> anyhow::Result<Option<KernelReader>> {
+        Ok(match self.kernel.take() {
+            Some(mut k) => {
+                k.enable().context("cannot enable kernel tracepoints")?;
+                Some(KernelReader::start(k).context("cannot start the kernel reader thread")?)
+            }
+            None => None,
+        })
+    }
+
+    /// The recording state, following `follow`'s tree.
+    fn into_recording(
+        self,
+        kernel: Option<KernelReader>,
+        follow: Follow<ProcLookup>,
+        procfs: Option<ProcSampler>,
+    ) -> Recording<W> {
+        Recording {
+            kernel,
+            kernel_stats: KernelStats::default(),
+            procfs,
+            agent: self.agent.take(),
+            agent_clock: self.agent_clock,
+            calibration: self.calibration,
+            watermark: Watermark::new(),
+            follow,
+            writer: self.writer,
+            lag_ns: self.lag.as_nanos() as u64,
+            batch: Vec::new(),
+            stamped: Vec::new(),
+            ready: Vec::new(),
+            metas: Vec::new(),
+            tally: Tally::default(),
+            wakes: WakeAudit::default(),
+        }
+    }
+}
+
+/// Starts the command with the agent option and records it until it exits.
+fn launch(
+    mut opened: Opened<BufWriter<File>>,
+    program: &Path,
+    argv: &[OsString],
+    agent_lib: Option<&Path>,
+) -> anyhow::Result<Outcome> {
+    child::install_forwarding().context("cannot install signal handlers")?;
+    let kernel = opened.start_kernel()?;
+    let agent_path = opened.agent.get().path().to_path_buf();
+    let option = agent_lib
+        .map(|lib| launch::agent_option(lib, &agent_path))
+        .transpose()?;
+    let existing = std::env::var_os(launch::JAVA_TOOL_OPTIONS);
+    let injection = launch::inject(argv, option.as_deref(), existing.as_deref());
+    let argv0 = &argv[0];
+    let mut command = Child::spawn(
+        program,
+        argv0,
+        &injection.args,
+        &agent_path,
+        injection.java_tool_options.as_deref(),
+    )
+    .with_context(|| format!("cannot start {}", argv0.to_string_lossy()))?;
+    let began = Instant::now();
+
+    let root = Pid(command.pid());
+    let name = Path::new(argv0)
+        .file_name()
+        .unwrap_or(argv0)
+        .to_string_lossy()
+        .into_owned();
+    let (follow, root_meta) = Follow::new(ProcLookup, root, Pid(std::process::id()), &name);
+    opened.writer.meta(&root_meta);
+    let procfs = kernel.is_none().then(|| ProcSampler::new(root));
+    let out_path = opened.out_path.clone();
+    let mut rec = opened.into_recording(kernel, follow, procfs);
+
+    let exit_code = match run(&mut rec, &mut command) {
+        Ok(code) => code,
+        Err(e) => {
+            // The command must not suffer from a failed recording: let it finish.
+            say!("sonda: recording failed: {e:#}; waiting for the command to exit");
+            rec.kernel = None;
+            let code = command.wait().unwrap_or(1);
+            let _ = rec.agent.remove();
+            // What was flushed before the failure stays in the trace.
+            let _ = rec.writer.flush();
+            return Ok(Outcome {
+                exit_code: code,
+                failure: Some(anyhow::anyhow!("the recording failed")),
+            });
+        }
+    };
+    let unrecorded = rec.agent.attached() == 0;
+    if let Err(e) = finish(rec, began.elapsed(), &out_path) {
+        return Ok(Outcome {
+            exit_code,
+            failure: Some(e),
+        });
+    }
+    if unrecorded {
+        say!(
+            "sonda: {} did not load libsonda.so: kernel states only; link it with -lsonda (and build with -finstrument-functions) to record its functions",
+            argv0.to_string_lossy()
+        );
+    }
+    Ok(Outcome {
+        exit_code,
+        failure: None,
+    })
+}
+
+/// Ends the trace (final counters) and prints the summary.
+fn finish(
+    mut rec: Recording<BufWriter<File>>,
+    elapsed: Duration,
+    out_path: &str,
+) -> anyhow::Result<()> {
+    let counters = rec.counters(elapsed);
+    let lost = rec.kernel_stats.lost;
+    let agent_stats = rec.agent.stats();
+    let dropped = agent_stats.dropped + rec.agent.no_slot_drops();
+    let tally = std::mem::take(&mut rec.tally);
+    let summary_warning = rec.agent.summary_warning().map(str::to_owned);
+    let procfs = rec.procfs.is_some();
+    let Recording { writer, agent, .. } = rec;
+    let _ = agent.remove();
+    let mut out = writer
+        .finish(&counters)
+        .with_context(|| format!("cannot write {out_path}"))?;
+    out.flush()
+        .with_context(|| format!("cannot write {out_path}"))?;
+    let size = out.get_ref().metadata().map(|m| m.len()).unwrap_or(0);
+    let thread_source = if procfs {
+        format!("{} /proc records", tally.scheduler)
+    } else {
+        format!("{} kernel events ({lost} lost)", tally.scheduler)
+    };
+    say!(
+        "sonda: recorded {thread_source}, {} agent events ({dropped} dropped) in {:.1} s, collector CPU {:.2} s; {out_path} ({})",
+        tally.agent,
+        elapsed.as_secs_f64(),
+        host::own_cpu_ns() as f64 / 1e9,
+        human_size(size)
+    );
+    if let Some(shown) = summary_warning {
+        say!(
+            "sonda: the agent warned {} time(s): {shown} (all of them: sonda report {out_path})",
+            agent_stats.warnings
+        );
+    }
+    Ok(())
+}
+
+/// Ticks at fixed deadlines, so that the work of a tick does not stretch the period:
+/// with kernel events, one cycle per tick; with the /proc fallback, one /proc sample
+/// per tick and a cycle every [`PROC_SAMPLES_PER_CYCLE`].
+struct Ticker {
+    tick: Duration,
+    ticks_per_cycle: u32,
+    next: Instant,
+    ticks: u32,
+}
+
+impl Ticker {
+    fn new<W: Write>(rec: &Recording<W>) -> Ticker {
+        let (tick, ticks_per_cycle) = if rec.procfs.is_some() {
+            (PROC_PERIOD, PROC_SAMPLES_PER_CYCLE)
+        } else {
+            (CYCLE, 1)
+        };
+        Ticker {
+            tick,
+            ticks_per_cycle,
+            next: Instant::now(),
+            ticks: 0,
+        }
+    }
+
+    /// One tick's work, then a sleep until the next deadline.
+    fn tick<W: Write>(&mut self, rec: &mut Recording<W>) -> io::Result<()> {
+        rec.sample_proc();
+        self.ticks += 1;
+        if self.ticks == self.ticks_per_cycle {
+            self.ticks = 0;
+            rec.cycle(false)?;
+        }
+        self.next += self.tick;
+        let now = Instant::now();
+        if self.next > now {
+            std::thread::sleep(self.next - now);
+        } else {
+            self.next = now; // fell behind: do not try to catch up in a burst
+        }
+        Ok(())
+    }
+}
+
+/// The end of a recording: the last kernel records, then everything drained.
+fn drain_all<W: Write>(rec: &mut Recording<W>) -> io::Result<()> {
+    std::thread::sleep(SETTLE);
+    if let Some(k) = &mut rec.kernel {
+        rec.kernel_stats = k.finish(&mut rec.batch);
+    }
+    rec.sample_proc();
+    rec.cycle(true)
+}
+
+/// The cycle loop: runs until the command exits, then drains everything.
+fn run<W: Write>(rec: &mut Recording<W>, command: &mut Child) -> io::Result<i32> {
+    let mut ticker = Ticker::new(rec);
+    let code = loop {
+        if let Some(code) = command.try_wait()? {
+            break code;
+        }
+        ticker.tick(rec)?;
+    };
+    drain_all(rec)?;
+    Ok(code)
+}
+
+/// Attaches to a running JVM and records it until the attach ends (see the module
+/// documentation).
+fn attach(mut opened: Opened<BufWriter<File>>, a: Attach<'_>) -> anyhow::Result<Outcome> {
+    let pid = a.pid;
+    let born =
+        procfs::start_time(pid).ok_or_else(|| anyhow::anyhow!("no process with pid {pid}"))?;
+    let alive = || procfs::start_time(pid) == Some(born);
+    // Every thread alive now, sampled before the kernel events start: their first
+    // evidence (in /proc fallback the sampler does this itself).
+    let before = clock::monotonic();
+    let (process, tasks) =
+        procfs::tasks_of(pid).ok_or_else(|| anyhow::anyhow!("process {pid} exited"))?;
+    let kernel = opened.start_kernel()?;
+    let (mut follow, root_meta) = Follow::new(ProcLookup, pid, Pid(process.ppid), &process.comm);
+    opened.writer.meta(&root_meta);
+    let procfs = kernel.is_none().then(|| ProcSampler::new(pid));
+    let mut metas = Vec::new();
+    let mut samples = Vec::new();
+    if procfs.is_none() {
+        for t in &tasks {
+            follow.adopt(
+                pid,
+                Pid(process.ppid),
+                t.tid,
+                &t.stat.comm,
+                &process.comm,
+                &mut metas,
+            );
+            samples.push(Record {
+                time: before,
+                event: t.sample(),
+            });
+        }
+    }
+    for m in &metas {
+        opened.writer.meta(m);
+    }
+    let agent_path = opened.agent.get().path().to_path_buf();
+    let out_path = opened.out_path.clone();
+    // The attach itself; on failure nothing is left behind (buffer file, trace file).
+    (a.load)(&agent_path)?;
+    let began = Instant::now();
+    let mut rec = opened.into_recording(kernel, follow, procfs);
+    rec.batch.extend(samples);
+    if let Some(map) = PidMap::for_process(pid) {
+        // A JVM in a container: its agent speaks in the ids of its pid namespace.
+        rec.agent.translate_ids(map);
+    }
+
+    let stop_requested = &a.stop_requested;
+    let mut ticker = Ticker::new(&rec);
+    let recorded: io::Result<()> = (|| {
+        // Until the agent's instrumentation is in place.
+        let waiting = Instant::now();
+        while rec.agent.agent_state() == AgentState::Starting {
+            if stop_requested() || !alive() {
+                break;
+            }
+            if waiting.elapsed() > READY_WAIT {
+                say!(
+                    "sonda: the agent in JVM {pid} did not report ready within {} s; recording anyway",
+                    READY_WAIT.as_secs()
+                );
+                break;
+            }
+            ticker.tick(&mut rec)?;
+        }
+        let until = a.duration.map(|d| Instant::now() + d);
+        if !stop_requested() && alive() {
+            let how = match a.duration {
+                Some(d) => format!("for {} s", d.as_secs_f64()),
+                None => "until Ctrl-C".to_string(),
+            };
+            say!(
+                "sonda: attached to JVM {pid} ({}) in {:.2} s; recording {how}",
+                process.comm,
+                clock::monotonic().0.saturating_sub(a.started.0) as f64 / 1e9
+            );
+        }
+        while !stop_requested() && until.is_none_or(|u| Instant::now() < u) && alive() {
+            ticker.tick(&mut rec)?;
+        }
+        if alive() {
+            // Detach: the agent switches its events off, restores the classes and says
+            // so; drain meanwhile, so that nothing it writes before is lost.
+            rec.agent.request_stop();
+            let asked = Instant::now();
+            while rec.agent.agent_state() != AgentState::Stopped && alive() {
+                if asked.elapsed() > STOP_WAIT {
+                    say!(
+                        "sonda: the agent in JVM {pid} did not confirm it stopped within {} s; its classes may still be instrumented",
+                        STOP_WAIT.as_secs()
+                    );
+                    break;
+                }
+                ticker.tick(&mut rec)?;
+            }
+        } else {
+            say!("sonda: JVM {pid} exited during the recording");
+        }
+        drain_all(&mut rec)
+    })();
+    if let Err(e) = recorded {
+        rec.agent.request_stop();
+        rec.kernel = None;
+        let _ = rec.agent.remove();
+        let _ = rec.writer.flush();
+        return Ok(Outcome {
+            exit_code: 0,
+            failure: Some(anyhow::anyhow!("recording failed: {e}")),
+        });
+    }
+    if rec.agent.agent_state() == AgentState::Stopped {
+        say!("sonda: detached from JVM {pid}: events off, original classes restored");
+    }
+    if let Some(first) = rec.tally.first_enter {
+        say!(
+            "sonda: first method event {:.3} s after sonda attach started",
+            first.0.saturating_sub(a.started.0) as f64 / 1e9
+        );
+    }
+    let failure = finish(rec, began.elapsed(), &out_path).err();
+    Ok(Outcome {
+        exit_code: 0,
+        failure,
+    })
+}
+
+/// Owns the agent buffer until the recording takes it; removes the file on early exit.
+struct RemoveOnDrop(Option<AgentSource>);
+
+impl RemoveOnDrop {
+    fn get(&self) -> &AgentSource {
+        self.0.as_ref().expect("taken only once")
+    }
+    fn take(mut self) -> AgentSource {
+        self.0.take().expect("taken only once")
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(a) = self.0.take() {
+            let _ = a.remove();
+        }
+    }
+}
+
+fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} bytes"),
+    }
+}

@@ -1,0 +1,96 @@
+//! `sonda model`: a JMT queueing model (`.jsimg`) of the recorded run, with the
+//! per-call samples beside it, with `sonda-model`. The model and its samples directory
+//! are written under temporary names and put in place once complete
+//! ([`crate::output`]): the samples first, since the model names them.
+
+use anyhow::bail;
+use sonda_model::analyze::{analyze, Options};
+use sonda_model::jmt::{model_of, samples_dir, to_xml, ModelOptions, Population, SampleFile};
+use sonda_timeline::Trace;
+
+use crate::cli::ModelArgs;
+use crate::output::{self, Inputs, NewDir, NewFile};
+
+/// Writes the model and says what is in it, one line per class.
+pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
+    crate::limits::check_patterns("--methods", &args.methods)?;
+    let opts = Options::default().with_methods(args.methods);
+    opts.check()?;
+    let inputs = Inputs::new(&[&args.trace]);
+    let samples = samples_dir(&args.output);
+    if samples == args.output {
+        bail!(
+            "the model {} would be its own samples directory: give it a name ending in .jsimg",
+            args.output.display()
+        );
+    }
+    inputs.check(&args.output)?;
+    inputs.check_dir(&samples)?;
+    output::remove_partial_on_signals()?;
+    let analysis = analyze(Trace::open(&args.trace)?, &opts)?;
+    if let Some(damage) = &analysis.damage {
+        bail!(
+            "{}: {damage}; no model written from a damaged trace",
+            args.trace.display()
+        );
+    }
+    let mut dir = NewDir::create(&samples, &inputs, SampleFile::is_sample_name)?;
+    let model = model_of(
+        &analysis,
+        &args.output,
+        &dir.absolute_path()?,
+        &ModelOptions::default().with_replayer(args.replayer),
+    );
+    if model.classes.is_empty() {
+        bail!("no outermost calls of the selected methods: nothing to model");
+    }
+    for s in &model.samples {
+        let file = dir.create_file(&s.name)?;
+        s.write(file).map_err(|e| {
+            anyhow::anyhow!("cannot write {}: {e}", samples.join(&s.name).display())
+        })?;
+    }
+    let jsimg = NewFile::create(&args.output, &inputs)?;
+    {
+        use std::io::Write;
+        let mut file = jsimg.handle()?;
+        file.write_all(to_xml(&model).as_bytes())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", args.output.display()))?;
+    }
+    dir.commit()?;
+    jsimg.commit()?;
+    say!(
+        "sonda: wrote {} ({} classes, CPU station: processor sharing, {} servers) and samples in {}",
+        args.output.display(),
+        model.classes.len(),
+        model.cpus,
+        samples.display()
+    );
+    for c in &model.classes {
+        match (c.traced, c.population) {
+            (true, _) => say!(
+                "sonda:   {}: {:.2} calls/s, CPU demand {:.3} ms in {:.2} visits, blocked {:.3} ms in {:.2} phases, wall {:.3} ms",
+                c.name,
+                c.arrival_rate(),
+                c.cpu_mean * 1e3,
+                c.visits,
+                c.blocked_mean * 1e3,
+                c.blocked_phases,
+                c.wall_mean * 1e3
+            ),
+            (false, Population::Open { rate }) => say!(
+                "sonda:   {}: {:.3} CPUs ({:.1} arrivals/s of {:.3} ms)",
+                c.name,
+                rate * c.cpu_mean,
+                rate,
+                c.cpu_mean * 1e3
+            ),
+            (false, Population::Closed { jobs }) => say!(
+                "sonda:   {}: {jobs} CPU-bound task{} (always runnable)",
+                c.name,
+                if jobs == 1 { "" } else { "s" }
+            ),
+        }
+    }
+    Ok(0)
+}

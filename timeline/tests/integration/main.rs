@@ -1,0 +1,7 @@
+//! sonda-timeline's integration tests, one test binary (one link step): each module was a test file of its own.
+
+mod drive;
+mod migrations;
+mod procfs;
+mod report;
+mod showcase;

@@ -1,0 +1,340 @@
+//! Every record survives a write and a read; damage is found where it is.
+
+use std::io::Write;
+
+use proptest::prelude::*;
+use sonda_trace::*;
+
+fn sample_records() -> Vec<Record> {
+    let t = |n| Time(1_000 + n);
+    let events = vec![
+        Event::Switch {
+            cpu: Cpu(1),
+            prev: Tid(10),
+            prev_state: 0x100,
+            next: Tid(11),
+        },
+        Event::Waking {
+            cpu: Cpu(0),
+            waker: Tid(10),
+            wakee: Tid(12),
+        },
+        Event::Wakeup {
+            target: Cpu(1),
+            wakee: Tid(12),
+            new_task: true,
+        },
+        Event::Migrate {
+            tid: Tid(12),
+            from: Cpu(0),
+            to: Cpu(1),
+        },
+        Event::CpuTime {
+            tid: Tid(12),
+            ns: 3_999_871,
+        },
+        Event::NewTask {
+            parent: Tid(10),
+            child: Tid(13),
+            pid: Pid(10),
+            comm: "java".into(),
+        },
+        Event::TaskExit { tid: Tid(13) },
+        Event::Exec {
+            pid: Pid(10),
+            tid: Tid(10),
+            filename: "/usr/bin/java".into(),
+        },
+        Event::Rename {
+            tid: Tid(11),
+            comm: "C2 CompilerThre".into(),
+        },
+        Event::ProcSample {
+            tid: Tid(11),
+            cpu: Cpu(1),
+            state: b'R',
+            run_ns: 5,
+            wait_ns: 6,
+        },
+        Event::KernelLost {
+            cpu: Cpu(0),
+            count: 3,
+        },
+        Event::VmInit { pid: Pid(10) },
+        Event::VmDeath { pid: Pid(10) },
+        Event::ThreadStart { tid: Tid(14) },
+        Event::ThreadEnd { tid: Tid(14) },
+        Event::GcStart {
+            pid: Pid(10),
+            tid: Tid(12),
+        },
+        Event::GcEnd {
+            pid: Pid(10),
+            tid: Tid(12),
+        },
+        Event::MonitorContended {
+            tid: Tid(14),
+            class: 2,
+        },
+        Event::MonitorEntered {
+            tid: Tid(14),
+            class: 2,
+        },
+        Event::Enter {
+            tid: Tid(14),
+            method: 7,
+        },
+        Event::Leave {
+            tid: Tid(14),
+            method: 7,
+            exception: true,
+        },
+        Event::FuncEnter {
+            tid: Tid(14),
+            addr: 0xdead_beef,
+        },
+        Event::FuncLeave {
+            tid: Tid(14),
+            addr: 0xdead_beef,
+        },
+        Event::User {
+            tid: Tid(14),
+            kind: 9,
+            value: u64::MAX,
+        },
+        Event::Dropped {
+            tid: Tid(14),
+            count: 42,
+        },
+    ];
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Record {
+            time: t(i as u64),
+            event,
+        })
+        .collect()
+}
+
+fn sample_meta() -> Vec<Meta> {
+    vec![
+        Meta::TraceInfo {
+            source: Source::Tracepoints,
+            start: Time(1000),
+            host: "h".into(),
+            cpus: 2,
+            command: vec!["java".into(), "-version".into()],
+            tool: "sonda 0.1".into(),
+        },
+        Meta::Process {
+            pid: Pid(10),
+            ppid: Pid(1),
+            name: "java".into(),
+            runtime: Runtime::Java,
+        },
+        Meta::Thread {
+            pid: Pid(10),
+            tid: Tid(11),
+            comm: "java".into(),
+        },
+        Meta::JavaThread {
+            pid: Pid(10),
+            tid: Tid(14),
+            name: "worker-1 ✓".into(),
+            daemon: true,
+        },
+        Meta::Method {
+            id: 7,
+            class: "a.B".into(),
+            name: "run".into(),
+            descriptor: "()V".into(),
+        },
+        Meta::MonitorClass {
+            id: 2,
+            name: "java.lang.Object".into(),
+        },
+        Meta::Counter {
+            name: "kernel.lost".into(),
+            value: 3,
+        },
+        Meta::Warning {
+            text: "careful".into(),
+        },
+        Meta::Mapping {
+            pid: Pid(10),
+            start: 1,
+            end: 2,
+            offset: 3,
+            path: "/lib/x.so".into(),
+        },
+        Meta::UserType {
+            kind: 9,
+            value: Some(1),
+            name: "phase".into(),
+        },
+        Meta::UserType {
+            kind: 9,
+            value: None,
+            name: "phases".into(),
+        },
+        Meta::NativeFunction {
+            id: 5,
+            pid: Pid(10),
+            addr: 0x40_1136,
+        },
+    ]
+}
+
+fn write_trace(records: &[Record], meta: &[Meta], finish: bool) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    for m in meta {
+        w.meta(m);
+    }
+    for (i, r) in records.iter().enumerate() {
+        w.record(r).unwrap();
+        if i % 5 == 4 {
+            w.flush().unwrap();
+        }
+    }
+    if finish {
+        w.finish(&[Meta::Counter {
+            name: "agent.dropped".into(),
+            value: 1,
+        }])
+        .unwrap()
+    } else {
+        // A recording that was killed: everything flushed, but no end block. finish()
+        // with no counters writes an empty end block of exactly one header; cut it off.
+        let bytes = w.finish(&[]).unwrap();
+        bytes[..bytes.len() - sonda_trace::block::BLOCK_HEADER_LEN].to_vec()
+    }
+}
+
+fn to_file(bytes: &[u8]) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(bytes).unwrap();
+    f
+}
+
+#[test]
+fn every_record_round_trips() {
+    let records = sample_records();
+    let meta = sample_meta();
+    let f = to_file(&write_trace(&records, &meta, true));
+    let read: Vec<Record> = Events::open(f.path())
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(read, records);
+    let m = TraceMeta::scan(f.path()).unwrap();
+    assert!(m.complete);
+    assert!(m.damage.is_none());
+    assert_eq!(m.records, records.len() as u64);
+    assert_eq!(m.threads[&Tid(14)].name(), "worker-1 ✓");
+    assert_eq!(m.methods[&7].qualified(), "a.B::run");
+    assert_eq!(m.counters["agent.dropped"], 1);
+    assert_eq!(m.counters["kernel.lost"], 3);
+    assert_eq!(m.first_time, Some(Time(1000)));
+    assert_eq!(m.last_time, Some(records.last().unwrap().time));
+}
+
+#[test]
+fn a_trace_without_end_block_is_readable_but_incomplete() {
+    let records = sample_records();
+    let f = to_file(&write_trace(&records, &sample_meta(), false));
+    let m = TraceMeta::scan(f.path()).unwrap();
+    assert!(!m.complete);
+    assert!(m.damage.is_none());
+    assert_eq!(Events::open(f.path()).unwrap().count(), records.len());
+}
+
+#[test]
+fn a_cut_trace_reads_up_to_its_last_complete_block() {
+    let records = sample_records();
+    let bytes = write_trace(&records, &sample_meta(), true);
+    // Cut at every position: never a panic, always a prefix of the records.
+    for cut in 0..bytes.len() {
+        let f = to_file(&bytes[..cut]);
+        match Events::open(f.path()) {
+            Err(ReadError::NotATrace) => assert!(cut < 16),
+            Err(e) => panic!("cut at {cut}: {e}"),
+            Ok(events) => {
+                let mut got = Vec::new();
+                let mut failed = false;
+                for r in events {
+                    match r {
+                        Ok(r) => got.push(r),
+                        Err(ReadError::Truncated { .. }) => failed = true,
+                        Err(e) => panic!("cut at {cut}: unexpected {e}"),
+                    }
+                }
+                assert_eq!(got[..], records[..got.len()], "cut at {cut}");
+                let _ = failed;
+                let m = TraceMeta::scan(f.path()).unwrap();
+                assert!(!m.complete || cut == bytes.len());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_flipped_byte_is_reported_as_damage() {
+    let records = sample_records();
+    let bytes = write_trace(&records, &sample_meta(), true);
+    for pos in (16..bytes.len()).step_by(7) {
+        let mut bad = bytes.clone();
+        bad[pos] ^= 0x5a;
+        let f = to_file(&bad);
+        let results: Vec<_> = Events::open(f.path()).unwrap().collect();
+        let errors = results.iter().filter(|r| r.is_err()).count();
+        assert!(errors <= 1);
+        let m = TraceMeta::scan(f.path()).unwrap();
+        assert!(
+            m.damage.is_some() || errors == 1 || !m.complete,
+            "flip at {pos} went unnoticed"
+        );
+    }
+}
+
+#[test]
+fn out_of_order_records_are_refused() {
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    w.record(&Record {
+        time: Time(10),
+        event: Event::ThreadStart { tid: Tid(1) },
+    })
+    .unwrap();
+    assert!(w
+        .record(&Record {
+            time: Time(9),
+            event: Event::ThreadStart { tid: Tid(1) }
+        })
+        .is_err());
+}
+
+#[test]
+fn a_foreign_file_is_not_a_trace() {
+    let f = to_file(b"#Paraver (01/01/2026 at 00:00):1_ns:1(1):1:1(1:1)\n");
+    assert!(matches!(Events::open(f.path()), Err(ReadError::NotATrace)));
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_payloads_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        for item in sonda_trace::codec::Items::new(&data) {
+            let _ = item;
+        }
+    }
+
+    #[test]
+    fn method_events_round_trip(ids in proptest::collection::vec((0u32..1<<31, any::<bool>()), 1..200)) {
+        let records: Vec<Record> = ids.iter().enumerate().map(|(i, &(m, ex))| Record {
+            time: Time(i as u64 * 3),
+            event: if ex { Event::Leave { tid: Tid(5), method: m, exception: i % 2 == 0 } } else { Event::Enter { tid: Tid(5), method: m } },
+        }).collect();
+        let f = to_file(&write_trace(&records, &[], true));
+        let read: Vec<Record> = Events::open(f.path()).unwrap().map(|r| r.unwrap()).collect();
+        prop_assert_eq!(read, records);
+    }
+}
