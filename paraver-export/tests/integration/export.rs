@@ -330,32 +330,35 @@ fn a_cut_trace_exports_what_it_holds() {
     states_agree_with_the_report(&trace, &Prv::load(&s));
 }
 
-/// Writes the showcase trace to `trace` with the payload of its third events block
-/// damaged: the metadata scan seeks over it (and sees the trace's true end), the
-/// records stop before it.
-fn write_damaged_showcase(trace: &Path) {
+/// Writes the showcase trace to `trace` with the payload of one of its events blocks
+/// damaged (`nth`, counted from 1; `None`: the last one). The metadata scan seeks over
+/// it and sees the trace's true end; the records skip it.
+fn write_damaged_showcase(trace: &Path, nth: Option<usize>) {
     showcase().write(trace).unwrap();
     let mut bytes = std::fs::read(trace).unwrap();
-    let (mut at, mut events_blocks) = (16, 0);
-    loop {
+    let mut events_blocks = Vec::new();
+    let mut at = 16;
+    while at + 40 <= bytes.len() {
         let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
         if bytes[at + 4] == 2 {
-            events_blocks += 1;
-            if events_blocks == 3 {
-                bytes[at + 40 + len / 2] ^= 0xff;
-                break;
-            }
+            events_blocks.push((at, len));
         }
         at += 40 + len;
     }
+    let (at, len) = match nth {
+        Some(n) => events_blocks[n - 1],
+        None => *events_blocks.last().unwrap(),
+    };
+    bytes[at + 40 + len / 2] ^= 0xff;
     std::fs::write(trace, &bytes).unwrap();
 }
 
 #[test]
-fn a_damaged_trace_ends_where_its_records_stop() {
+fn a_damaged_block_is_skipped_and_the_rest_exported() {
     let dir = tempfile::tempdir().unwrap();
+    let whole = export_showcase(dir.path());
     let trace = dir.path().join("bad.trace");
-    write_damaged_showcase(&trace);
+    write_damaged_showcase(&trace, Some(3));
     let s = export(&trace, &dir.path().join("bad"), &opts()).unwrap();
     check_paraver(&s.prv);
     assert!(
@@ -363,15 +366,44 @@ fn a_damaged_trace_ends_where_its_records_stop() {
         "{:?}",
         s.damage
     );
-    assert!(s.end_ns < 1000, "{}", s.end_ns);
+    // One stretch skipped, its records counted; everything after it exported, up to
+    // the trace's true end.
+    assert_eq!(s.unread.regions.len(), 1, "{:?}", s.unread);
+    let (lost, known) = s.unread.records();
+    assert!(known && lost > 0, "{:?}", s.unread);
+    assert_eq!(s.trace_records + lost, whole.trace_records);
+    assert_eq!(s.end_ns, whole.end_ns);
+    states_agree_with_the_report(&trace, &Prv::load(&s));
+}
+
+#[test]
+fn a_damaged_last_block_ends_the_export_where_its_records_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = export_showcase(dir.path());
+    let trace = dir.path().join("bad.trace");
+    write_damaged_showcase(&trace, None);
+    let s = export(&trace, &dir.path().join("bad"), &opts()).unwrap();
+    check_paraver(&s.prv);
+    assert!(s.damage.is_some());
+    assert!(s.end_ns < whole.end_ns, "{} {}", s.end_ns, whole.end_ns);
     // The header was rewritten in place with the end where the records stop.
     let prv = Prv::load(&s);
-    assert!(
-        prv.header.contains(&format!(":{:04}_ns:", s.end_ns)),
-        "{}",
-        prv.header
-    );
+    let written: u64 = prv
+        .header
+        .split("):")
+        .nth(1)
+        .and_then(|h| h.split("_ns").next())
+        .and_then(|n| n.trim_start_matches('0').parse().ok())
+        .unwrap_or_else(|| panic!("{}", prv.header));
+    assert_eq!(written, s.end_ns, "{}", prv.header);
     states_agree_with_the_report(&trace, &prv);
+}
+
+/// The showcase trace, undamaged, exported under `dir/whole`.
+fn export_showcase(dir: &Path) -> Exported {
+    let trace = dir.join("whole.trace");
+    showcase().write(&trace).unwrap();
+    export(&trace, &dir.join("whole"), &opts()).unwrap()
 }
 
 #[test]
@@ -482,12 +514,14 @@ impl Outputs for Memory {
 fn outputs_go_to_the_writers_the_caller_creates() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("bad.trace");
-    // Damaged, so that the .prv header is rewritten through the writer's Seek.
-    write_damaged_showcase(&trace);
+    // Its last block damaged, so that the .prv header is rewritten through the
+    // writer's Seek.
+    write_damaged_showcase(&trace, None);
     let on_disk = export(&trace, &dir.path().join("bad"), &opts()).unwrap();
     let mut memory = Memory::default();
     let s = sonda_paraver::export(Trace::open(&trace).unwrap(), &mut memory, &opts()).unwrap();
-    assert!(s.end_ns < 1000 && s.damage.is_some());
+    assert!(s.damage.is_some());
+    assert_eq!(s.end_ns, on_disk.end_ns);
     let mut expected: Vec<String> = ["prv", "pcf", "row"].map(String::from).to_vec();
     expected.extend(s.cfgs.iter().map(|c| c.extension()));
     expected.sort();

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use sonda_testdata::{showcase, TraceBuilder, START};
+use sonda_testdata::{showcase, TraceBuilder};
 use sonda_timeline::report::{self, ReportError, ReportOptions, ReportSummary};
 use sonda_timeline::{Frame, ThreadState, Trace};
-use sonda_trace::{ReadError, Runtime, Source, Tid, Time};
+use sonda_trace::{ReadError, Runtime, Source, Tid};
 
 /// Opens the trace at `path` and summarizes it.
 fn summarize(path: &Path) -> Result<ReportSummary, ReportError> {
@@ -233,18 +233,33 @@ fn a_cut_trace_is_reported_up_to_where_it_stops() {
 }
 
 #[test]
-fn a_damaged_block_stops_the_records_there() {
+fn a_damaged_block_is_skipped_and_the_report_goes_on() {
     let dir = tempfile::tempdir().unwrap();
+    let whole = summarize(&write(&showcase(), dir.path(), "whole.trace")).unwrap();
     let path = write(&showcase(), dir.path(), "bad.trace");
     let mut bytes = std::fs::read(&path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xff;
+    // One byte flipped in the middle of the payload of the block that holds the middle
+    // of the file (blocks: a 40-byte header, its payload length at bytes 8..12).
+    let mut at = 16;
+    loop {
+        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        if at + 40 + len > bytes.len() / 2 {
+            bytes[at + 40 + len / 2] ^= 0xff;
+            break;
+        }
+        at += 40 + len;
+    }
     std::fs::write(&path, &bytes).unwrap();
     let s = summarize(&path).unwrap();
     let damage = s.damage.as_ref().expect("damage found").to_string();
     assert!(damage.contains("damaged"), "{damage}");
-    assert!(s.recording.records < showcase().records().len() as u64);
-    assert!(s.recording.end < Time(START.0 + 1000));
+    assert_eq!(s.unread.regions.len(), 1, "{:?}", s.unread);
+    // The damaged block's records are missing and counted; the blocks after it are read
+    // to the trace's end.
+    let (lost, known) = s.unread.records();
+    assert!(known && lost > 0, "{:?}", s.unread);
+    assert_eq!(s.recording.records + lost, whole.recording.records);
+    assert_eq!(s.recording.end, whole.recording.end);
 }
 
 #[test]
