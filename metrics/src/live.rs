@@ -133,14 +133,13 @@ impl Live {
     /// A metadata record, in the trace's order.
     pub fn meta(&mut self, meta: &Meta) {
         match meta {
-            Meta::TraceInfo { source, start, .. } => {
-                if self.joined.is_none() {
-                    self.joined = Some(Joined {
-                        origin: *start,
-                        timeline: Timeline::new(*start, *source, []),
-                        join: CallJoin::new(*start, []),
-                    });
-                }
+            // The first one starts the join (a trace has one).
+            Meta::TraceInfo { source, start, .. } if self.joined.is_none() => {
+                self.joined = Some(Joined {
+                    origin: *start,
+                    timeline: Timeline::new(*start, *source, []),
+                    join: CallJoin::new(*start, []),
+                });
             }
             Meta::Thread { pid, tid, .. } => {
                 if let Some(j) = &mut self.joined {
