@@ -96,6 +96,8 @@ impl Endpoint {
     /// handle that stops both threads when dropped.
     pub fn start(self) -> io::Result<(Feed, Running)> {
         let latest = Arc::new(Latest::default());
+        // The first page is there before any client can ask (all counters at 0).
+        latest.set(page::render(&live::Live::new(), 0));
         let stop = Arc::new(AtomicBool::new(false));
         let (feed, batches, dropped) = feed::channel();
         let live = {
@@ -138,5 +140,96 @@ impl Drop for Running {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonda_trace::{Event, Meta, Pid, Record, Source, Tid, Time};
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    fn get(addr: SocketAddr) -> String {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    /// What the feed gets shows on the page within a fraction of a second, and the
+    /// threads stop when the handle drops.
+    #[test]
+    fn the_page_follows_the_feed() {
+        let endpoint = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = endpoint.local_addr().unwrap();
+        let (mut feed, running) = endpoint.start().unwrap();
+        assert!(get(addr).contains("sonda_events_total 0\n"));
+        feed.meta(&Meta::TraceInfo {
+            source: Source::Tracepoints,
+            start: Time(0),
+            host: "h".into(),
+            cpus: 1,
+            command: vec![],
+            tool: "t".into(),
+        });
+        feed.meta(&Meta::Method {
+            id: 3,
+            class: "x.Y".into(),
+            name: "z".into(),
+            descriptor: "()V".into(),
+        });
+        feed.meta(&Meta::Thread {
+            pid: Pid(5),
+            tid: Tid(6),
+            comm: "c".into(),
+        });
+        let tid = Tid(6);
+        for i in 0..10 {
+            feed.record(&Record {
+                time: Time(100 + i * 10),
+                event: Event::Enter { tid, method: 3 },
+            });
+            feed.record(&Record {
+                time: Time(105 + i * 10),
+                event: Event::Leave {
+                    tid,
+                    method: 3,
+                    exception: false,
+                },
+            });
+        }
+        feed.cycle(Counters {
+            events: 20,
+            dropped: 1,
+            collector_cpu_ns: 1_500_000_000,
+        });
+        let started = Instant::now();
+        let page = loop {
+            let page = get(addr);
+            if page.contains("sonda_events_total 20\n")
+                || started.elapsed() > Duration::from_secs(5)
+            {
+                break page;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(started.elapsed() < Duration::from_secs(1), "{page}");
+        assert!(
+            page.contains("sonda_method_calls_total{method=\"x.Y::z\",class=\"x.Y\"} 10\n"),
+            "{page}"
+        );
+        assert!(page.contains("sonda_events_dropped_total 1\n"), "{page}");
+        assert!(
+            page.contains("sonda_collector_cpu_seconds_total 1.5\n"),
+            "{page}"
+        );
+        drop(feed);
+        let stopping = Instant::now();
+        drop(running);
+        assert!(stopping.elapsed() < Duration::from_secs(1));
+        assert!(std::net::TcpStream::connect(addr).is_err());
     }
 }

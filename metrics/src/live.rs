@@ -328,6 +328,62 @@ mod tests {
         assert_eq!(m[0].wait_ns, 0);
     }
 
+    /// The live join of a busy synthetic trace's records, fed in file order as the
+    /// recorder writes them, against `sonda services`' pass over the file: the same
+    /// calls and the same parts.
+    #[test]
+    fn agrees_with_sonda_services_on_a_busy_trace() {
+        use sonda_model::analyze::{analyze, Options};
+        use sonda_trace::codec::Item as TraceItem;
+        use sonda_trace::TraceReader;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy.trace");
+        sonda_testdata::Busy {
+            threads: 12,
+            idle: 2,
+            cpus: 4,
+            methods: 9,
+            records: 200_000,
+            seed: 7,
+            start_samples: false,
+        }
+        .write(&path)
+        .unwrap();
+        let mut live = Live::new();
+        let mut reader = TraceReader::open(&path).unwrap();
+        while let Some(block) = reader.next_block().unwrap() {
+            for item in block.items() {
+                match item.unwrap() {
+                    TraceItem::Meta(m) => live.meta(&m),
+                    TraceItem::Record(r) => live.record(&r),
+                    TraceItem::Unknown(_) => {}
+                }
+            }
+        }
+        let analysis = analyze(
+            sonda_timeline::Trace::open(&path).unwrap(),
+            &Options::default(),
+        )
+        .unwrap();
+        let mut compared = 0;
+        for (label, calls) in analysis.calls() {
+            let m = live
+                .methods()
+                .iter()
+                .find(|m| m.method == label)
+                .unwrap_or_else(|| panic!("{label} missing"));
+            let sum = |f: fn(&CallRecord) -> u64| calls.iter().map(f).sum::<u64>();
+            assert_eq!(m.calls, calls.len() as u64, "{label}");
+            assert_eq!(m.cpu_ns, sum(|c| c.inclusive.cpu), "{label}");
+            assert_eq!(m.wait_ns, sum(|c| c.inclusive.runnable), "{label}");
+            assert_eq!(m.blocked_ns, sum(|c| c.inclusive.blocked()), "{label}");
+            assert!(m.calls > 100, "{label}: {}", m.calls);
+            compared += 1;
+        }
+        assert_eq!(compared, 9);
+    }
+
     #[test]
     fn records_before_the_trace_info_are_ignored() {
         let mut live = Live::new();
