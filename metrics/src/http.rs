@@ -5,7 +5,8 @@
 //! connection, and every limit below is enforced in one place:
 //!
 //! - at most [`Limits::connections`] connections: a new one beyond closes the one idle
-//!   the longest, so a flood of idle connections cannot keep a scraper out;
+//!   the longest (one never answered first), so a flood of idle connections cannot
+//!   keep a scraper out, nor close its kept-alive connection;
 //! - a request (its head: request line and headers) must arrive within
 //!   [`Limits::request_time`] of its first byte and hold at most
 //!   [`Limits::request_bytes`]; a keep-alive connection idle for [`Limits::idle_time`]
@@ -132,6 +133,10 @@ struct Conn {
     deadline: Instant,
     /// When it last finished something (accepted, answered): the eviction order.
     active: Instant,
+    /// Whether it was ever answered: a new connection beyond the limit closes one that
+    /// never was (idle since its connect, or sending half a request) before one that
+    /// was (a scraper's kept-alive connection between two scrapes).
+    served: bool,
     /// The client closed its side.
     eof: bool,
 }
@@ -253,6 +258,7 @@ impl Conn {
             response: None,
             deadline: now + limits.idle_time,
             active: now,
+            served: false,
             eof: false,
         }
     }
@@ -355,6 +361,7 @@ impl Conn {
         }
         self.response = None;
         self.active = now;
+        self.served = true;
         self.deadline = if self.input.is_empty() {
             now + limits.idle_time
         } else {
@@ -442,7 +449,7 @@ fn accept(
             if let Some(oldest) = conns
                 .iter()
                 .enumerate()
-                .min_by_key(|(_, c)| c.active)
+                .min_by_key(|(_, c)| (c.served, c.active))
                 .map(|(i, _)| i)
             {
                 conns.swap_remove(oldest);
@@ -555,6 +562,35 @@ mod tests {
             // Closed by the server: end of stream (or a reset of an evicted one).
             assert!(matches!(s.read(&mut b), Ok(0) | Err(_)));
         }
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_flood_of_idle_connections_leaves_a_kept_alive_scraper_alone() {
+        let limits = Limits {
+            connections: 4,
+            ..Limits::default()
+        };
+        let (addr, _latest, stop, t) = server(limits);
+        let mut scraper = TcpStream::connect(addr).unwrap();
+        scraper
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut scrape = |s: &mut TcpStream| {
+            s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            let mut got = Vec::new();
+            let mut b = [0u8; 256];
+            while !got.ends_with(b"x 1\n") {
+                let n = s.read(&mut b).unwrap();
+                assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+                got.extend_from_slice(&b[..n]);
+            }
+        };
+        scrape(&mut scraper);
+        let _idle: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(100));
+        scrape(&mut scraper);
         stop.store(true, Ordering::Relaxed);
         t.join().unwrap();
     }

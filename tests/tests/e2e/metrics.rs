@@ -226,7 +226,7 @@ fn parse_pages(venv: &Path, pages: &Path) -> serde_json::Value {
     let script = r#"
 import glob, json, sys
 from prometheus_client.parser import text_string_to_metric_families
-names, last, n = set(), {}, 0
+names, last, n, totals = set(), {}, 0, set()
 for path in sorted(glob.glob(sys.argv[1] + "/*.txt")):
     with open(path) as f:
         text = f.read()
@@ -241,7 +241,8 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.txt")):
     for m, v in last.items():
         assert calls.get(m, 0) >= v, (path, m, v, calls)
     last, n = calls, n + 1
-print(json.dumps({"pages": n, "names": sorted(names), "calls": last}))
+    totals.add(sum(calls.values()))
+print(json.dumps({"pages": n, "names": sorted(names), "calls": last, "distinct_totals": len(totals)}))
 "#;
     let out = run(Command::new(venv.join("bin/python"))
         .arg("-c")
@@ -298,6 +299,33 @@ fn metrics_prometheus_agrees_with_services() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
+    // Prometheus hands new targets to its scraper at most every 5 s: wait until it
+    // tried ours once (nothing listens yet), so that it scrapes every second of the
+    // recording.
+    let tried_once = || -> bool {
+        let Ok((200, body)) = http_get(prom, "/api/v1/targets") else {
+            return false;
+        };
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v["data"]["activeTargets"].as_array().is_some_and(|t| {
+            t.iter().any(|t| {
+                t["scrapeUrl"]
+                    .as_str()
+                    .is_some_and(|u| u.contains(&format!(":{port}/")))
+                    && t["lastScrape"]
+                        .as_str()
+                        .is_some_and(|l| !l.starts_with("0001-"))
+            })
+        })
+    };
+    while !tried_once() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "prometheus did not scrape its target in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     // The workload, then 3 s of quiet, so that Prometheus' last scrapes (every 1 s)
     // see the final counts before the recording ends.
     let java = demo_java(&classes, d, 300, 6)
@@ -335,7 +363,8 @@ fn metrics_prometheus_agrees_with_services() {
             .collect()
     };
     let up = prom_query(prom, "sum_over_time(up{job=\"sonda\"}[10m])");
-    eprintln!("successful scrapes by Prometheus: {up:?}");
+    let tried = prom_query(prom, "count_over_time(up{job=\"sonda\"}[10m])");
+    eprintln!("scrapes by Prometheus: {up:?} successful of {tried:?}");
     assert!(up.first().is_some_and(|(_, v)| *v >= 5.0), "{up:?}");
     let calls = last("sonda_method_calls_total");
     let cpu = last("sonda_method_cpu_seconds_total");
@@ -387,6 +416,12 @@ fn metrics_prometheus_agrees_with_services() {
     let parsed = parse_pages(&venv, &pages);
     eprintln!("prometheus_client: {parsed}");
     assert_eq!(parsed["pages"], fetched);
+    // Fetched every 0.25 s during the 6 s of requests, the page changed at least
+    // once a second.
+    assert!(
+        parsed["distinct_totals"].as_u64().unwrap() >= 7,
+        "the page did not follow the recording: {parsed}"
+    );
     for family in [
         "sonda_method_calls:counter",
         "sonda_method_cpu_seconds:counter",
@@ -574,5 +609,70 @@ fn metrics_hostile_clients_stall_neither_the_recording_nor_the_endpoint() {
         eprintln!("{class}: JVM {want} calls, trace {got}");
         assert!(want > 100, "{class}: too few calls ({want})");
         assert_eq!(got, want, "{class}: calls in the trace and in the JVM");
+    }
+}
+
+#[test]
+fn metrics_of_an_attach() {
+    let _machine = shared();
+    if !require_tracepoints() || !require_tool("javac") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let classes = demo_classes(d);
+    let java = demo_java(&classes, d, 250, 20);
+    let jvm = Reaped(
+        Command::new(&java[0])
+            .args(&java[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("java starts"),
+    );
+    // Let the JVM start serving before the attach.
+    std::thread::sleep(Duration::from_secs(2));
+    let port = free_port();
+    let endpoint = SocketAddr::from(([127, 0, 0, 1], port));
+    let trace = d.join("attach.trace");
+    let mut cmd = Attach::to(jvm.0.id())
+        .methods(CLASSES.map(|c| format!("demo.ServiceDemo::{c}")))
+        .options(["--duration", "5", "--metrics", &port.to_string()])
+        .command(&trace);
+    cmd.stdin(Stdio::null())
+        .stdout(File::create(d.join("sonda.out")).unwrap())
+        .stderr(File::create(d.join("sonda.err")).unwrap());
+    let mut sonda = Reaped(cmd.spawn().expect("sonda starts"));
+    let mut last = String::new();
+    wait_recording(
+        &mut sonda,
+        d,
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || {
+            if let Ok((200, body)) = http_get(endpoint, "/metrics") {
+                last = body;
+            }
+        },
+    );
+    let traced = services_sums(&trace);
+    for class in CLASSES {
+        let method = format!("demo.ServiceDemo::{class}");
+        let want = traced.get(&method).map_or(0, |s| s[0]);
+        let prefix =
+            format!("sonda_method_calls_total{{method=\"{method}\",class=\"demo.ServiceDemo\"}} ");
+        let got: u64 = last
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{method} not on the last page fetched:\n{last}"));
+        eprintln!("{method}: last page fetched {got}, trace {want}");
+        // The last page fetched trails the end of the 5 s by at most a few tenths.
+        assert!(want > 100, "{method}: too few calls ({want})");
+        assert!(
+            got <= want && got * 2 >= want,
+            "{method}: page {got}, trace {want}"
+        );
     }
 }
