@@ -577,7 +577,7 @@ mod tests {
         scraper
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
-        let mut scrape = |s: &mut TcpStream| {
+        let scrape = |s: &mut TcpStream| {
             s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
             let mut got = Vec::new();
             let mut b = [0u8; 256];
