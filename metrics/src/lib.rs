@@ -100,6 +100,7 @@ impl Endpoint {
         latest.set(page::render(&live::Live::new(), 0));
         let stop = Arc::new(AtomicBool::new(false));
         let (feed, batches, dropped) = feed::channel();
+        let missed = Arc::clone(&dropped);
         let live = {
             let latest = Arc::clone(&latest);
             let stop = Arc::clone(&stop);
@@ -120,6 +121,7 @@ impl Endpoint {
             feed,
             Running {
                 stop,
+                missed,
                 threads: vec![live, server],
             },
         ))
@@ -131,7 +133,17 @@ impl Endpoint {
 #[derive(Debug)]
 pub struct Running {
     stop: Arc<AtomicBool>,
+    /// Timed records the metrics missed (the feed's drops).
+    missed: Arc<std::sync::atomic::AtomicU64>,
     threads: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Timed records the metrics missed because the metrics thread fell behind
+    /// (`sonda_metrics_dropped_total`): for the recording's summary.
+    pub fn missed(&self) -> u64 {
+        self.missed.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for Running {

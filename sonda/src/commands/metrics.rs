@@ -33,6 +33,18 @@ pub fn start(addr: Option<SocketAddr>) -> anyhow::Result<Option<(Box<dyn Tap>, R
     Ok(Some((Box::new(FeedTap(feed)), running)))
 }
 
+/// Stops the endpoint once the recording ended, saying whether the metrics missed
+/// part of what the trace has (they are then below `sonda services`' figures).
+pub fn stop(running: Option<Running>) {
+    if let Some(r) = running {
+        let missed = r.missed();
+        drop(r);
+        if missed > 0 {
+            say!("sonda: the live metrics missed {missed} of the recorded events (the metrics thread fell behind); the trace has them all");
+        }
+    }
+}
+
 /// The recorder's tap, handing everything to the metrics feed.
 struct FeedTap(Feed);
 

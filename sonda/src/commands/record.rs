@@ -65,6 +65,6 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         tap,
     });
     // The endpoint ends with the recording (its last page has the final figures).
-    drop(metrics);
+    crate::commands::metrics::stop(metrics);
     crate::commands::keep_recording(trace, outcome)
 }
