@@ -5,8 +5,8 @@
 //! connection, and every limit below is enforced in one place:
 //!
 //! - at most [`Limits::connections`] connections: a new one beyond closes the one idle
-//!   the longest (one never answered first), so a flood of idle connections cannot
-//!   keep a scraper out, nor close its kept-alive connection;
+//!   the longest (one that never sent a whole request first), so a flood of idle
+//!   connections cannot keep a scraper out, nor close its connection;
 //! - a request (its head: request line and headers) must arrive within
 //!   [`Limits::request_time`] of its first byte and hold at most
 //!   [`Limits::request_bytes`]; a keep-alive connection idle for [`Limits::idle_time`]
@@ -133,9 +133,10 @@ struct Conn {
     deadline: Instant,
     /// When it last finished something (accepted, answered): the eviction order.
     active: Instant,
-    /// Whether it was ever answered: a new connection beyond the limit closes one that
-    /// never was (idle since its connect, or sending half a request) before one that
-    /// was (a scraper's kept-alive connection between two scrapes).
+    /// Whether it ever sent a whole request (being answered, or answered): a new
+    /// connection beyond the limit closes one that did not (idle since its connect,
+    /// or sending half a request) before one that did (a scraper being answered, or
+    /// its kept-alive connection between two scrapes).
     served: bool,
     /// The client closed its side.
     eof: bool,
@@ -289,6 +290,7 @@ impl Conn {
                 self.input.drain(..end);
                 self.deadline = now + limits.write_time;
                 self.response = Some(response);
+                self.served = true;
                 continue;
             }
             if complete.is_some() || self.input.len() > limits.request_bytes {
@@ -338,9 +340,10 @@ impl Conn {
         }
     }
 
-    /// Writes once; `Ok(true)` when the response is done (and the connection stays),
-    /// `Ok(false)` when the socket takes no more now. An error closes it, as does the
-    /// end of a response that closes.
+    /// Writes once; `Ok(true)` when it made progress (bytes went out, or the response
+    /// is done and the connection stays: the caller goes on), `Ok(false)` when the
+    /// socket takes no more now. An error closes it, as does the end of a response
+    /// that closes.
     fn write(&mut self, now: Instant, limits: &Limits) -> io::Result<bool> {
         let Some(r) = &mut self.response else {
             return Ok(true);
@@ -361,7 +364,6 @@ impl Conn {
         }
         self.response = None;
         self.active = now;
-        self.served = true;
         self.deadline = if self.input.is_empty() {
             now + limits.idle_time
         } else {
