@@ -122,6 +122,22 @@ struct ThreadJoin {
     stack: Vec<OpenCall>,
 }
 
+impl ThreadJoin {
+    /// A thread of `pid` whose clocks start at `origin`.
+    fn new(pid: Pid, origin: Time) -> ThreadJoin {
+        ThreadJoin {
+            pid,
+            totals: [0; ThreadState::COUNT],
+            covered: origin,
+            phases: 0,
+            in_blocked: false,
+            monitor_closed: 0,
+            monitor_open: None,
+            stack: Vec::new(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct GcClock {
     closed: u64,
@@ -182,22 +198,25 @@ impl CallJoin {
         CallJoin {
             threads: pids
                 .into_iter()
-                .map(|pid| ThreadJoin {
-                    pid,
-                    totals: [0; ThreadState::COUNT],
-                    covered: origin,
-                    phases: 0,
-                    in_blocked: false,
-                    monitor_closed: 0,
-                    monitor_open: None,
-                    stack: Vec::new(),
-                })
+                .map(|pid| ThreadJoin::new(pid, origin))
                 .collect(),
             gc: FxHashMap::default(),
             buf: Vec::new(),
             open_state: Vec::new(),
             stats: JoinStats::default(),
         }
+    }
+
+    /// Joins one more thread, of process `pid`, starting at `origin`: the companion of
+    /// `Timeline::add_thread`, for a join that learns of threads as they come. Call it
+    /// each time the timeline gets a new thread, so that both keep one thread order.
+    pub fn add_thread(&mut self, origin: Time, pid: Pid) {
+        self.threads.push(ThreadJoin::new(pid, origin));
+    }
+
+    /// Threads joined (the timeline's thread count when they are kept in step).
+    pub fn threads(&self) -> usize {
+        self.threads.len()
     }
 
     /// The self-checks so far.

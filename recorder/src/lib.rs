@@ -24,6 +24,7 @@
 //! - the TSC calibration that converts agent time stamps to the trace's clock
 //!   ([`clock`]);
 //! - [`launch`]: finding the command and the agent library, and giving JVMs the agent;
+//! - [`tap`]: an optional copy of what is written, for live views (`--metrics`);
 //! - [`leftovers`]: what killed collectors left (buffer files, ftrace instances still
 //!   tracing), recognised by their owner and removed by any later sonda command.
 //!
@@ -56,6 +57,7 @@ pub(crate) mod owner;
 pub(crate) mod procfs;
 pub(crate) mod recorder;
 pub(crate) mod sys;
+pub mod tap;
 pub(crate) mod tsc;
 pub(crate) mod wake_audit;
 pub(crate) mod watermark;
@@ -64,3 +66,4 @@ pub use agent::buffer_file::{BufferPlace, SHM_DIR};
 pub use agent::sizing::Wanted as AgentSizes;
 pub use launch::{AGENT_ENV, AGENT_LIB};
 pub use recorder::{record, Attach, LoadAgent, Outcome, Settings, Subject};
+pub use tap::{LiveStats, Tap};

@@ -36,6 +36,8 @@ use sonda_filter::MethodFilter;
 use sonda_shm::{AgentState, Clock};
 use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter};
 
+use crate::tap::{LiveStats, Tap, Tapped};
+
 use crate::agent::buffer_file::BufferPlace;
 use crate::agent::pid_map::PidMap;
 use crate::agent::sizing::Wanted;
@@ -87,6 +89,9 @@ pub struct Settings<'a> {
     /// How long records are held back to be released in time order (the watermark
     /// trails now by this much).
     pub lag: Duration,
+    /// Gets a copy of everything written to the trace, for live views (`--metrics`);
+    /// see [`crate::tap`].
+    pub tap: Option<Box<dyn Tap>>,
 }
 
 /// What a recording follows.
@@ -173,7 +178,7 @@ struct Recording<W: Write> {
     calibration: Calibration,
     watermark: Watermark,
     follow: Follow<ProcLookup>,
-    writer: TraceWriter<W>,
+    writer: Tapped<W>,
     lag_ns: u64,
     batch: Vec<Record>,
     stamped: Vec<Stamped>,
@@ -255,8 +260,21 @@ impl<W: Write> Recording<W> {
             }
         }
         self.writer.flush()?;
+        if self.writer.tapped() {
+            let stats = self.live_stats();
+            self.writer.cycle(&stats);
+        }
         self.agent.heartbeat(now.0);
         Ok(())
+    }
+
+    /// The counters a tap gets after each cycle.
+    fn live_stats(&self) -> LiveStats {
+        LiveStats {
+            events: self.tally.agent + self.tally.scheduler,
+            dropped: self.agent.stats().dropped + self.agent.no_slot_drops(),
+            collector_cpu_ns: host::own_cpu_ns(),
+        }
     }
 
     /// The final counters of the end block.
@@ -365,8 +383,11 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     }
 
     let out_path = s.output_path.display().to_string();
-    let mut writer = TraceWriter::new(BufWriter::with_capacity(1 << 20, s.output))
-        .with_context(|| format!("cannot write {out_path}"))?;
+    let mut writer = Tapped::new(
+        TraceWriter::new(BufWriter::with_capacity(1 << 20, s.output))
+            .with_context(|| format!("cannot write {out_path}"))?,
+        s.tap,
+    );
     let start = clock::monotonic();
     writer.meta(&Meta::TraceInfo {
         source: if kernel.is_some() {
@@ -416,7 +437,7 @@ struct Opened<W: Write> {
     agent: RemoveOnDrop,
     agent_clock: Clock,
     calibration: Calibration,
-    writer: TraceWriter<W>,
+    writer: Tapped<W>,
     out_path: String,
     lag: Duration,
 }
@@ -541,6 +562,7 @@ fn finish(
     out_path: &str,
 ) -> anyhow::Result<()> {
     let counters = rec.counters(elapsed);
+    let stats = rec.live_stats();
     let lost = rec.kernel_stats.lost;
     let agent_stats = rec.agent.stats();
     let dropped = agent_stats.dropped + rec.agent.no_slot_drops();
@@ -550,7 +572,7 @@ fn finish(
     let Recording { writer, agent, .. } = rec;
     let _ = agent.remove();
     let mut out = writer
-        .finish(&counters)
+        .finish(&counters, stats)
         .with_context(|| format!("cannot write {out_path}"))?;
     out.flush()
         .with_context(|| format!("cannot write {out_path}"))?;

@@ -26,6 +26,8 @@ setup_base() {
     apt_need g++ g++
     apt_need python3 python3
     apt_need mount mount
+    # The live-metrics test scrapes `sonda record --metrics` with Debian's Prometheus.
+    apt_need prometheus prometheus
     if ! command -v cargo >/dev/null 2>&1; then
         echo "setup: cargo is missing; install Rust (https://rustup.rs) first" >&2
         exit 1

@@ -178,6 +178,19 @@ pub struct RecordingArgs {
     /// (counted as `collector.late_retimed`).
     #[arg(long, value_name = "MS", default_value = "200", allow_negative_numbers = true, value_parser = parse_lag)]
     pub lag: u64,
+
+    /// Serve live metrics for Prometheus at ADDR while recording (PORT, IP:PORT or
+    /// localhost:PORT; PORT alone is 127.0.0.1:PORT): per traced method its completed
+    /// calls and their CPU, waiting-for-CPU and blocked seconds, and sonda's own
+    /// counters, at http://ADDR/metrics (docs/metrics.md). Loopback only, unless
+    /// --metrics-public.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
+    /// Allow --metrics on an address other than loopback (the metrics name the traced
+    /// classes and methods: anyone who can connect reads them).
+    #[arg(long, requires = "metrics")]
+    pub metrics_public: bool,
 }
 
 /// `sonda record`.

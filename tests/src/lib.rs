@@ -226,8 +226,8 @@ pub fn check_paraver(trace: &Path) {
     }
 }
 
-/// The tests' Python environment: LINE (`line-solver`), `jsonschema`, pertalde and DuckDB at
-/// the versions of `tests/python-requirements.txt`, made once under the target
+/// The tests' Python environment: LINE (`line-solver`), `jsonschema`, pertalde, DuckDB and
+/// `prometheus_client` at the versions of `tests/python-requirements.txt`, made once under the target
 /// directory (scripts/test.sh makes it before the tests run) and made afresh when that
 /// file changes. `None` (a skip) only when it cannot be made and CI is not "true".
 pub fn python_env() -> Option<PathBuf> {
@@ -242,8 +242,10 @@ fn make_python_env() -> Option<PathBuf> {
     let wanted = std::fs::read(&requirements).expect("tests/python-requirements.txt");
     let ready = || {
         std::fs::read(&stamp).is_ok_and(|s| s == wanted)
-            && run(Command::new(venv.join("bin/python"))
-                .args(["-c", "import duckdb, jsonschema, line_solver"]))
+            && run(Command::new(venv.join("bin/python")).args([
+                "-c",
+                "import duckdb, jsonschema, line_solver, prometheus_client",
+            ]))
             .status
             .success()
             && venv.join("bin/line").exists()

@@ -134,6 +134,28 @@ impl Timeline {
         }
     }
 
+    /// Follows one more thread from now on, for a consumer that learns of threads as
+    /// they come (live metrics of a recording in progress) instead of from a trace's
+    /// metadata: the thread gets the next [`ThreadIx`] (or keeps its own, if already
+    /// followed), its state before its first record is presumed as for any thread.
+    pub fn add_thread(&mut self, tid: Tid) -> ThreadIx {
+        if let Some(&ix) = self.index.get(&tid) {
+            return ix;
+        }
+        let ix = ThreadIx(self.tracks.len() as u32);
+        self.index.insert(tid, ix);
+        self.tracks.push(Track {
+            sched: Sched::new(ix, tid, self.origin),
+            stack: CallStack::default(),
+            monitor: None,
+            wake: None,
+            renamed: None,
+            presumed: false,
+        });
+        self.unpresumed += 1;
+        ix
+    }
+
     /// The time origin.
     pub fn origin(&self) -> Time {
         self.origin

@@ -45,6 +45,7 @@ static STOP: AtomicBool = AtomicBool::new(false);
 pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
     let started = clock::monotonic();
     let rec = args.recording;
+    let metrics = crate::commands::metrics::address(&rec)?;
     crate::limits::check_patterns("--methods", &rec.methods)?;
     crate::limits::check_kernel_memory(rec.buffer_size)?;
     let methods = MethodFilter::parse(&rec.methods)?;
@@ -63,8 +64,11 @@ pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
     let buffer = buffer_place(&target, rec.buffer_dir.as_deref())?;
     let timeout = Duration::from_secs_f64(args.attach_timeout);
     install_stop_signals().context("cannot install signal handlers")?;
+    // Listening is a check too (the port may be taken); the threads start idle.
+    let metrics = crate::commands::metrics::start(metrics)?;
     // Last check, so that nothing is left behind when another one fails.
     let trace = NewFile::recording(&rec.output)?;
+    let (tap, metrics) = metrics.unzip();
     let load = |buffer: &Path| load_into(&target, &agent_lib, buffer, timeout);
     let outcome = sonda_recorder::record(Settings {
         output: trace.handle()?,
@@ -84,7 +88,10 @@ pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
         },
         buffer,
         lag: Duration::from_millis(rec.lag),
+        tap,
     });
+    // The endpoint ends with the recording (its last page has the final figures).
+    crate::commands::metrics::stop(metrics);
     crate::commands::keep_recording(trace, outcome)
 }
 

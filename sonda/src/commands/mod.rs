@@ -3,6 +3,7 @@
 pub mod attach;
 pub mod export;
 pub mod merge;
+pub mod metrics;
 pub mod model;
 pub mod paraver;
 pub mod record;

@@ -18,6 +18,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     };
     let program = launch::resolve(argv0, std::env::var_os("PATH").as_deref())?;
     let rec = args.recording;
+    let metrics = crate::commands::metrics::address(&rec)?;
     crate::limits::check_patterns("--methods", &rec.methods)?;
     crate::limits::check_kernel_memory(rec.buffer_size)?;
     let methods = MethodFilter::parse(&rec.methods)?;
@@ -40,8 +41,11 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
     // Absolute: the agent opens it from wherever the JVM runs.
     let buffer_dir = std::path::absolute(rec.buffer_dir.as_deref().unwrap_or(SHM_DIR.as_ref()))
         .context("cannot find the current directory")?;
+    // Listening is a check too (the port may be taken); the threads start idle.
+    let metrics = crate::commands::metrics::start(metrics)?;
     // Last check, so that nothing is left behind when another one fails.
     let trace = NewFile::recording(&rec.output)?;
+    let (tap, metrics) = metrics.unzip();
     let outcome = sonda_recorder::record(Settings {
         output: trace.handle()?,
         output_path: rec.output.clone(),
@@ -58,6 +62,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<i32> {
         },
         buffer: BufferPlace::here(buffer_dir),
         lag: Duration::from_millis(rec.lag),
+        tap,
     });
+    // The endpoint ends with the recording (its last page has the final figures).
+    crate::commands::metrics::stop(metrics);
     crate::commands::keep_recording(trace, outcome)
 }

@@ -9,6 +9,7 @@ mod attach;
 mod bad_input;
 mod buffer;
 mod methods;
+mod metrics;
 mod model_accuracy;
 mod native;
 mod paraver_scale;
