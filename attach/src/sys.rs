@@ -240,7 +240,7 @@ pub(crate) fn peer_pid(stream: &UnixStream) -> io::Result<u32> {
 mod tests {
     use super::*;
     use std::os::unix::net::UnixListener;
-    use std::os::unix::process::ExitStatusExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::Command;
 
     #[test]
@@ -267,7 +267,18 @@ mod tests {
 
     #[test]
     fn pidfd_signals_and_sees_exit() {
-        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let mut command = Command::new("sleep");
+        command.arg("30");
+        // A shell runs a background job with SIGQUIT ignored, and ignored signals stay
+        // ignored across exec: under `./.ci/run &` the child would not die of SIGQUIT.
+        // SAFETY: signal() is async-signal-safe and touches only the child's dispositions.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().unwrap();
         let pidfd = Pidfd::open(child.id())
             .unwrap()
             .expect("kernel has pidfd_open");
@@ -315,10 +326,19 @@ mod tests {
         }
         assert!(saw_would_block && !held.is_empty());
         drop(listener);
-        assert_eq!(
-            connect_unix(&path).unwrap_err().kind(),
-            io::ErrorKind::ConnectionRefused
-        );
+        // Refused once the last copy of the listener is closed. Another test of this
+        // process that spawns a child holds a copy from its fork to its exec (close on
+        // exec), and a connect in that window finds the full backlog: retry briefly.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match connect_unix(&path) {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => panic!("connect after the listener closed: {other:?}"),
+            }
+            assert!(std::time::Instant::now() < deadline, "never refused");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
