@@ -362,8 +362,9 @@ impl From<TraceError> for ExportError {
 
 /// Exports `trace` (opened with [`Trace::open`]) to the `.prv`, `.pcf`, `.row` and,
 /// if asked, the `.cfg` views, each created through `outputs` (see [`Outputs`] for why
-/// the `.prv`'s writer must seek). A cut or damaged trace is exported up to where it
-/// stops, and [`ExportSummary::damage`] says where.
+/// the `.prv`'s writer must seek). A damaged block is skipped (every intact block is
+/// exported), a cut trace is exported up to where it stops, and
+/// [`ExportSummary::damage`] says where.
 pub fn export<O: Outputs>(
     trace: Trace,
     outputs: &mut O,

@@ -258,7 +258,8 @@ impl From<TraceError> for ExportError {
 }
 
 /// Exports `trace` (opened with [`Trace::open`]) to every table's files, each created
-/// through `outputs`. A cut or damaged trace is exported up to where it stops, and
+/// through `outputs`. A damaged block is skipped (every intact block is
+/// exported), a cut trace is exported up to where it stops, and
 /// [`ExportSummary::damage`] says where (so does the `traces` table's `damage`).
 pub fn export<O: Outputs>(
     trace: Trace,

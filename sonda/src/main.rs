@@ -14,6 +14,7 @@ mod cli;
 mod commands;
 mod limits;
 mod output;
+mod progress;
 
 use clap::Parser;
 

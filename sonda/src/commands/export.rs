@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use sonda_parquet::{export, ExportOptions, OutputFile, Outputs, Partition, Progress, Table};
+use sonda_parquet::{export, ExportOptions, OutputFile, Outputs, Partition, Table};
 use sonda_timeline::Trace;
 
 use crate::cli::ExportArgs;
-use crate::commands::paraver::progress_bar;
+use crate::progress::ExportBar;
 
 /// Exports; fails (after writing what it could) when the trace is damaged.
 pub fn run(args: ExportArgs) -> anyhow::Result<i32> {
@@ -34,19 +34,13 @@ pub fn run(args: ExportArgs) -> anyhow::Result<i32> {
     let partition = Partition::of(&args.trace, trace.meta());
     let mut files = Files::make(root, partition)?;
     let mut opts = ExportOptions::default();
-    let bar = progress_bar();
-    if let Some(bar) = &bar {
-        let bar = bar.clone();
-        opts = opts.with_progress(Progress::new(move |done, total| {
-            bar.set_length(total.max(done));
-            bar.set_position(done);
-        }));
+    let (bar, progress) = ExportBar::start();
+    if let Some(progress) = progress {
+        opts = opts.with_progress(progress);
     }
     let started = Instant::now();
     let result = export(trace, &mut files, &opts);
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    bar.finish();
     let s = match result {
         Ok(s) => s,
         Err(e) => {

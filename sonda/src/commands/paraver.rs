@@ -4,17 +4,17 @@
 //! put in place together once the export is complete ([`crate::output`]).
 
 use std::fs::File;
-use std::io::{self, IsTerminal};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::bail;
-use indicatif::{ProgressBar, ProgressStyle};
-use sonda_paraver::{export, ExportOptions, Output, Outputs, Progress, ThreadPattern, TimeWindow};
+use sonda_paraver::{export, ExportOptions, Output, Outputs, ThreadPattern, TimeWindow};
 use sonda_timeline::Trace;
 
 use crate::cli::ParaverArgs;
 use crate::output::{self, Inputs, NewFile};
+use crate::progress::ExportBar;
 
 /// Exports; fails (after writing what it could) when the trace is damaged.
 pub fn run(args: ParaverArgs) -> anyhow::Result<i32> {
@@ -42,13 +42,9 @@ pub fn run(args: ParaverArgs) -> anyhow::Result<i32> {
         opts = opts.with_reorder_limit(limit);
     }
     let trace = Trace::open(&args.trace)?;
-    let bar = progress_bar();
-    if let Some(bar) = &bar {
-        let bar = bar.clone();
-        opts = opts.with_progress(Progress::new(move |done, total| {
-            bar.set_length(total.max(done));
-            bar.set_position(done);
-        }));
+    let (bar, progress) = ExportBar::start();
+    if let Some(progress) = progress {
+        opts = opts.with_progress(progress);
     }
     let started = Instant::now();
     let mut files = Files {
@@ -57,9 +53,7 @@ pub fn run(args: ParaverArgs) -> anyhow::Result<i32> {
         new: Vec::new(),
     };
     let result = export(trace, &mut files, &opts);
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    bar.finish();
     let s = result?;
     let prv = files.path(Output::Prv);
     for file in files.new {
@@ -125,20 +119,4 @@ impl Outputs for Files<'_> {
     fn name(&self, output: Output) -> String {
         self.path(output).display().to_string()
     }
-}
-
-/// A progress bar on stderr, only when it is a terminal (quiet in scripts and logs).
-pub(crate) fn progress_bar() -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = ProgressBar::new(0);
-    let style = ProgressStyle::with_template(
-        "{spinner} exporting [{bar:40}] {percent:>3}% {human_pos}/{human_len} trace records, eta {eta}",
-    )
-    .ok()?
-    .progress_chars("=> ");
-    bar.set_style(style);
-    bar.enable_steady_tick(Duration::from_millis(200));
-    Some(bar)
 }

@@ -9,8 +9,9 @@
 //! collections, monitor contention per class, instrumented methods, and what was
 //! dropped or lost, and returns the same figures as a [`ReportSummary`].
 //!
-//! A trace that is cut short or damaged is reported up to where it stops:
-//! [`ReportSummary::damage`] says where, and the command should print it as its error
+//! A damaged block is skipped and the report goes on with the next intact one; a
+//! trace cut short is reported up to where it stops. [`ReportSummary::damage`] says
+//! where the first damage is ([`ReportSummary::unread`]: every stretch skipped), and the command should print it as its error
 //! and exit non-zero.
 
 mod summary;
