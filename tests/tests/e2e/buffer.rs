@@ -344,6 +344,22 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Vec<T>) -> Vec<T> {
     }
 }
 
+/// The children of every thread of process `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 /// Whether `nobody` can open `path` for reading.
 fn nobody_can_read(path: &Path) -> bool {
     Command::new("setpriv")
@@ -593,12 +609,10 @@ fn a_killed_recording_leaves_nothing_tracing_after_any_sonda_command() {
         assert!(started.elapsed() < Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The recorded command, to end it ourselves: the collector's death does not.
-    let sleeper: u32 = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The recorded command, to end it ourselves: the collector's death does not. Its
+    // tracing may be on before the command is forked (the run failed once reading an
+    // empty list of children), and whichever thread forks it is its parent.
+    let sleeper = wait_for("recorded command", || children_of(pid))[0];
     child.kill().unwrap();
     child.wait().unwrap();
     // What SIGKILL leaves: the kernel goes on tracing for nobody.
