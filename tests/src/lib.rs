@@ -35,6 +35,18 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Compiles the bundled demo service (scripts/demo/demo/ServiceDemo.java, the workload
+/// of the services, metrics, Parquet and model tests) into `dir/classes`, and returns
+/// that class path; the test fails if javac does.
+pub fn service_demo_classes(dir: &Path) -> PathBuf {
+    let out = dir.join("classes");
+    std::fs::create_dir_all(&out).expect("classes directory");
+    let src = repo_root().join("scripts/demo/demo/ServiceDemo.java");
+    let st = run(Command::new("javac").arg("-d").arg(&out).arg(&src));
+    assert!(st.status.success(), "javac: {}", text(&st.stderr));
+    out
+}
+
 /// The cargo profile directory the test binary was built into (`target/release`).
 pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -93,15 +93,6 @@ fn prom_query(prom: SocketAddr, query: &str) -> Vec<(BTreeMap<String, String>, f
             (labels, value)
         })
         .collect()
-}
-
-fn demo_classes(dir: &Path) -> PathBuf {
-    let out = dir.join("classes");
-    std::fs::create_dir_all(&out).unwrap();
-    let src = repo_root().join("scripts/demo/demo/ServiceDemo.java");
-    let st = run(Command::new("javac").arg("-d").arg(&out).arg(&src));
-    assert!(st.status.success(), "javac: {}", text(&st.stderr));
-    out
 }
 
 /// The ServiceDemo command line (`java ...`), as one shell word list.
@@ -265,7 +256,7 @@ fn metrics_prometheus_agrees_with_services() {
     let Some(venv) = python_env() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let classes = demo_classes(d);
+    let classes = sonda_tests::service_demo_classes(d);
     let (port, prom_port) = (free_port(), free_port());
     let prom = SocketAddr::from(([127, 0, 0, 1], prom_port));
     std::fs::write(
@@ -519,7 +510,7 @@ fn metrics_hostile_clients_stall_neither_the_recording_nor_the_endpoint() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let classes = demo_classes(d);
+    let classes = sonda_tests::service_demo_classes(d);
     let port = free_port();
     let endpoint = SocketAddr::from(([127, 0, 0, 1], port));
     let trace = d.join("demo.trace");
@@ -620,7 +611,7 @@ fn metrics_of_an_attach() {
     }
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let classes = demo_classes(d);
+    let classes = sonda_tests::service_demo_classes(d);
     let java = demo_java(&classes, d, 250, 20);
     let jvm = Reaped(
         Command::new(&java[0])

@@ -139,11 +139,7 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let classes = dir.path().join("classes");
-    std::fs::create_dir_all(&classes).unwrap();
-    let src = repo_root().join("scripts/demo/demo/ServiceDemo.java");
-    let st = run(Command::new("javac").arg("-d").arg(&classes).arg(&src));
-    assert!(st.status.success(), "javac: {}", text(&st.stderr));
+    let classes = sonda_tests::service_demo_classes(dir.path());
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
     let workers = (3.0 * cpus) as usize;
 

@@ -66,12 +66,7 @@ fn duckdb_rebuilds_the_services_table_from_a_real_recording() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let classes = dir.path().join("classes");
-    let javac = run(Command::new("javac")
-        .arg("-d")
-        .arg(&classes)
-        .arg(repo_root().join("scripts/demo/demo/ServiceDemo.java")));
-    assert!(javac.status.success(), "javac: {}", text(&javac.stderr));
+    let classes = sonda_tests::service_demo_classes(dir.path());
     let trace = dir.path().join("demo.trace");
     Workload::java_in(&classes, "demo.ServiceDemo")
         .methods(["browse", "search", "checkout"].map(|c| format!("demo.ServiceDemo::{c}")))

@@ -8,7 +8,7 @@
 //! exported model.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use sonda_tests::*;
@@ -60,15 +60,6 @@ impl TraceCall {
     fn asleep(&self) -> u64 {
         self.sleeping + self.uninterruptible
     }
-}
-
-fn demo_classes(dir: &Path) -> PathBuf {
-    let out = dir.join("classes");
-    std::fs::create_dir_all(&out).unwrap();
-    let src = repo_root().join("scripts/demo/demo/ServiceDemo.java");
-    let st = run(Command::new("javac").arg("-d").arg(&out).arg(&src));
-    assert!(st.status.success(), "javac: {}", text(&st.stderr));
-    out
 }
 
 fn read_jvm_calls(path: &Path) -> Vec<JvmCall> {
@@ -153,7 +144,7 @@ fn services_match_the_jvm_and_line_solves_the_model() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let classes = demo_classes(dir.path());
+    let classes = sonda_tests::service_demo_classes(dir.path());
     let trace = dir.path().join("demo.trace");
     let jvm_csv = dir.path().join("calls.csv");
     let mut cmd = Command::new(sonda());
