@@ -246,6 +246,11 @@ impl Trace {
             .collect()
     }
 
+    /// Whether block `i` stands unchanged, at its offset, in the mutated `bytes`.
+    fn unchanged_in(&self, i: usize, bytes: &[u8]) -> bool {
+        bytes.get(self.blocks[i].range()) == Some(self.block_bytes(i))
+    }
+
     fn block_bytes(&self, i: usize) -> &[u8] {
         &self.bytes[self.blocks[i].range()]
     }
@@ -335,10 +340,12 @@ impl Trace {
                 } else {
                     let len = len.min(n - at);
                     bytes.drain(at..at + len);
-                    (
-                        format!("{len} bytes deleted at {at}"),
-                        Expect::Lose(self.touched(at..at + len)),
-                    )
+                    // A block that ends in the deleted bytes stays whole when the bytes
+                    // that move up into its tail equal the deleted ones (zeros, often):
+                    // the campaign met it 4 times in 117,436 cases.
+                    let lost = self.touched(at..at + len).into_iter();
+                    let lost = lost.filter(|&i| !self.unchanged_in(i, &bytes)).collect();
+                    (format!("{len} bytes deleted at {at}"), Expect::Lose(lost))
                 }
             }
             9 => {
