@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
+use sonda_recorder::{LiveStats, Tap};
 use sonda_trace::{Meta, Record};
 
 /// Records per batch: large enough that a channel operation costs little per record,
@@ -22,24 +23,13 @@ pub const BATCH: usize = 8192;
 /// second (far more than the metrics thread needs to keep up), some 15 MB at most.
 pub const QUEUE: usize = 32;
 
-/// The recording's counters, as the recorder's tap gives them after each cycle.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Timed records written to the trace so far.
-    pub events: u64,
-    /// Agent events lost so far (full rings, no free slot).
-    pub dropped: u64,
-    /// CPU time of the collector process so far (ns).
-    pub collector_cpu_ns: u64,
-}
-
 /// One thing the trace got.
 #[derive(Clone, Debug)]
 pub(crate) enum Item {
     /// Boxed: metadata is rare and much larger than a record.
     Meta(Box<Meta>),
     Record(Record),
-    Counters(Counters),
+    Counters(LiveStats),
 }
 
 /// The sending side, owned by the recording (see the module documentation).
@@ -86,7 +76,7 @@ impl Feed {
     }
 
     /// The end of a drain cycle: the counters, and what was gathered is passed on.
-    pub fn cycle(&mut self, counters: Counters) {
+    pub fn cycle(&mut self, counters: LiveStats) {
         if self.tx.is_none() {
             return;
         }
@@ -120,6 +110,21 @@ impl Feed {
     }
 }
 
+/// The feed is the recorder's tap: what the recorder writes, it hands on.
+impl Tap for Feed {
+    fn meta(&mut self, meta: &Meta) {
+        Feed::meta(self, meta);
+    }
+
+    fn record(&mut self, record: &Record) {
+        Feed::record(self, record);
+    }
+
+    fn cycle(&mut self, stats: &LiveStats) {
+        Feed::cycle(self, *stats);
+    }
+}
+
 impl Drop for Feed {
     fn drop(&mut self) {
         self.send();
@@ -144,7 +149,7 @@ mod tests {
         // Fill the channel without a reader.
         for i in 0..QUEUE {
             feed.record(&rec(i as u64));
-            feed.cycle(Counters::default());
+            feed.cycle(LiveStats::default());
         }
         assert_eq!(dropped.load(Ordering::Relaxed), 0);
         feed.meta(&Meta::Counter {
@@ -153,7 +158,7 @@ mod tests {
         });
         feed.record(&rec(99));
         feed.record(&rec(100));
-        feed.cycle(Counters::default());
+        feed.cycle(LiveStats::default());
         assert_eq!(feed.dropped(), 2);
         // The next batch that fits carries the kept metadata first.
         let first = rx.recv().unwrap();
@@ -162,7 +167,7 @@ mod tests {
             rx.recv().unwrap();
         }
         feed.record(&rec(101));
-        feed.cycle(Counters::default());
+        feed.cycle(LiveStats::default());
         let next = rx.recv().unwrap();
         assert!(matches!(next[0], Item::Meta(_)));
         assert!(matches!(next[1], Item::Record(_)));
@@ -174,7 +179,7 @@ mod tests {
         let (mut feed, rx, _) = channel();
         drop(rx);
         feed.record(&rec(1));
-        feed.cycle(Counters::default());
+        feed.cycle(LiveStats::default());
         assert_eq!(feed.dropped(), 1);
         feed.record(&rec(2));
         assert!(feed.batch.is_empty());

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 pub use address::{parse_address, AddressError};
-pub use feed::{Counters, Feed};
+pub use feed::Feed;
 pub use http::Limits;
 
 /// The latest page, shared by the metrics thread (writer) and the HTTP thread (reader).
@@ -213,7 +213,7 @@ mod tests {
                 },
             });
         }
-        feed.cycle(Counters {
+        feed.cycle(sonda_recorder::LiveStats {
             events: 20,
             dropped: 1,
             collector_cpu_ns: 1_500_000_000,

@@ -26,8 +26,9 @@ use sonda_model::join::{CallJoin, CallRecord, CallSink};
 use sonda_timeline::{ExitKind, Frame, Timeline};
 use sonda_trace::{Meta, Record, Time};
 
-use crate::feed::{Counters, Item};
+use crate::feed::Item;
 use crate::Latest;
+use sonda_recorder::LiveStats;
 
 /// The sums of one method label.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -121,7 +122,7 @@ impl CallSink for Sums {
 pub struct Live {
     joined: Option<Joined>,
     sums: Sums,
-    counters: Counters,
+    counters: LiveStats,
 }
 
 impl Live {
@@ -164,7 +165,7 @@ impl Live {
     }
 
     /// The recording's own counters, as they stand.
-    pub fn counters(&mut self, counters: Counters) {
+    pub fn counters(&mut self, counters: LiveStats) {
         self.counters = counters;
     }
 
@@ -174,7 +175,7 @@ impl Live {
     }
 
     /// The recording's counters as last given.
-    pub fn recording(&self) -> Counters {
+    pub fn recording(&self) -> LiveStats {
         self.counters
     }
 

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use sonda_metrics::{Counters, Endpoint, Feed, Running};
-use sonda_recorder::{LiveStats, Tap};
+use sonda_metrics::{Endpoint, Running};
+use sonda_recorder::Tap;
 
 use crate::cli::RecordingArgs;
 
@@ -30,7 +30,7 @@ pub fn start(addr: Option<SocketAddr>) -> anyhow::Result<Option<(Box<dyn Tap>, R
         .start()
         .context("cannot start the metrics threads")?;
     say!("sonda: live metrics at http://{bound}/metrics");
-    Ok(Some((Box::new(FeedTap(feed)), running)))
+    Ok(Some((Box::new(feed), running)))
 }
 
 /// Stops the endpoint once the recording ended, saying whether the metrics missed
@@ -42,26 +42,5 @@ pub fn stop(running: Option<Running>) {
         if missed > 0 {
             say!("sonda: the live metrics missed {missed} of the recorded events (the metrics thread fell behind); the trace has them all");
         }
-    }
-}
-
-/// The recorder's tap, handing everything to the metrics feed.
-struct FeedTap(Feed);
-
-impl Tap for FeedTap {
-    fn meta(&mut self, meta: &sonda_trace::Meta) {
-        self.0.meta(meta);
-    }
-
-    fn record(&mut self, record: &sonda_trace::Record) {
-        self.0.record(record);
-    }
-
-    fn cycle(&mut self, stats: &LiveStats) {
-        self.0.cycle(Counters {
-            events: stats.events,
-            dropped: stats.dropped,
-            collector_cpu_ns: stats.collector_cpu_ns,
-        });
     }
 }
