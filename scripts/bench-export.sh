@@ -7,20 +7,8 @@
 #
 #   scripts/bench-export.sh [DIR] [RUNS] [SIZES...]      e.g. /tmp/bench 3 1G 256M
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="${1:-/tmp/sonda-bench-export}"
-runs="${2:-3}"
-shift $(( $# > 2 ? 2 : $# ))
-sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(1G 256M)
-command -v /usr/bin/time >/dev/null || { echo "bench-export: needs GNU time (apt-get install time)" >&2; exit 1; }
-target="${CARGO_TARGET_DIR:-$root/target}"
-(cd "$root" && cargo build --release -q -p sonda)
-mkdir -p "$dir"
-for size in "${sizes[@]}"; do
-    trace="$dir/busy-$size.trace"
-    [ -s "$trace" ] || "$root/scripts/gen-trace" "$trace" "$size"
-done
+source "$(dirname "$0")/lib/bench-traces.sh"
+bench_setup bench-export /tmp/sonda-bench-export "$@"
 printf '%-6s %8s %12s %8s %8s %10s %10s %8s\n' size "trace" records cpu_s wall_s "M rec/cpu" "M rec/wall" "RSS MiB"
 for _ in $(seq "$runs"); do
     for size in "${sizes[@]}"; do

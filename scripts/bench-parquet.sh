@@ -8,20 +8,8 @@
 #
 #   scripts/bench-parquet.sh [DIR] [RUNS] [SIZES...]      e.g. /tmp/bench 3 1G 256M
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="${1:-/tmp/sonda-bench-parquet}"
-runs="${2:-3}"
-shift $(( $# > 2 ? 2 : $# ))
-sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(1G 256M)
-command -v /usr/bin/time >/dev/null || { echo "bench-parquet: needs GNU time (apt-get install time)" >&2; exit 1; }
-target="${CARGO_TARGET_DIR:-$root/target}"
-(cd "$root" && cargo build --release -q -p sonda)
-mkdir -p "$dir"
-for size in "${sizes[@]}"; do
-    trace="$dir/busy-$size.trace"
-    [ -s "$trace" ] || "$root/scripts/gen-trace" "$trace" "$size"
-done
+source "$(dirname "$0")/lib/bench-traces.sh"
+bench_setup bench-parquet /tmp/sonda-bench-parquet "$@"
 printf '%-6s %8s %11s %11s %8s %8s %10s %10s %8s %9s\n' size trace records rows cpu_s wall_s "M rec/cpu" "M rec/wall" "RSS MiB" "data MiB"
 for _ in $(seq "$runs"); do
     for size in "${sizes[@]}"; do
