@@ -3,14 +3,19 @@
 //! a recording killed mid-write leaves at most one partial block at the end, which the
 //! reader reports and ignores.
 
+use crate::codec::Encoding;
 use crate::le;
 
 /// The first 8 bytes of every trace file.
 pub const FILE_MAGIC: &[u8; 8] = b"SONDATRC";
-/// The format's major version: readers refuse other majors.
-pub const MAJOR: u16 = 1;
+/// The format's major version: readers refuse majors they do not know. Major 2 added
+/// the compact encoding of events blocks (`Encoding::Compact`, header byte 5), which
+/// a reader of major 1 would take for damage.
+pub const MAJOR: u16 = 2;
+/// The oldest major version this reader reads (every 1.x file reads as before).
+pub const OLDEST_MAJOR: u16 = 1;
 /// The format's minor version: adds record kinds only; older readers skip them.
-pub const MINOR: u16 = 3;
+pub const MINOR: u16 = 0;
 /// Size of the file header: magic, major, minor, flags.
 pub const FILE_HEADER_LEN: usize = 16;
 
@@ -60,6 +65,9 @@ pub struct BlockHeader {
     pub len: u32,
     /// CRC-32 of the header (with this field as zero) and the payload.
     pub crc: u32,
+    /// How the records of an events block are encoded (header byte 5: 0 fixed, 1
+    /// compact); [`Encoding::Fixed`] for other kinds.
+    pub encoding: Encoding,
     /// Number of records in the payload.
     pub count: u32,
     /// Time of the first record (events blocks), else 0.
@@ -68,18 +76,43 @@ pub struct BlockHeader {
     pub last: u64,
 }
 
+/// The last minor version of major 1 (a file written with [`Encoding::Fixed`] only).
+pub const MINOR_OF_1: u16 = 3;
+
 /// Encodes a file header.
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    file_header_for(Encoding::Compact)
+}
+
+/// Encodes the header of a file whose events blocks are in `encoding`: 2.0 for compact
+/// ones, 1.3 for fixed ones (which every reader of major 1 reads).
+pub fn file_header_for(encoding: Encoding) -> [u8; FILE_HEADER_LEN] {
+    let (major, minor) = match encoding {
+        Encoding::Compact => (MAJOR, MINOR),
+        Encoding::Fixed => (OLDEST_MAJOR, MINOR_OF_1),
+    };
     let mut h = [0u8; FILE_HEADER_LEN];
     h[..8].copy_from_slice(FILE_MAGIC);
-    le::put_u16(&mut h, 8, MAJOR);
-    le::put_u16(&mut h, 10, MINOR);
+    le::put_u16(&mut h, 8, major);
+    le::put_u16(&mut h, 10, minor);
     h
 }
 
-/// Encodes a block header for `payload`, computing its CRC.
+/// Encodes a block header for `payload` in the fixed encoding, computing its CRC.
 pub fn block_header(
     kind: BlockKind,
+    count: u32,
+    first: u64,
+    last: u64,
+    payload: &[u8],
+) -> [u8; BLOCK_HEADER_LEN] {
+    block_header_encoded(kind, Encoding::Fixed, count, first, last, payload)
+}
+
+/// Encodes a block header for `payload`, whose records are in `encoding`.
+pub fn block_header_encoded(
+    kind: BlockKind,
+    encoding: Encoding,
     count: u32,
     first: u64,
     last: u64,
@@ -88,6 +121,10 @@ pub fn block_header(
     let mut h = [0u8; BLOCK_HEADER_LEN];
     h[..4].copy_from_slice(BLOCK_MAGIC);
     h[4] = kind.code();
+    h[5] = match encoding {
+        Encoding::Fixed => 0,
+        Encoding::Compact => 1,
+    };
     le::put_u32(&mut h, 8, payload.len() as u32);
     le::put_u32(&mut h, 16, count);
     le::put_u64(&mut h, 24, first);
@@ -122,6 +159,8 @@ pub enum HeaderFault {
     BadKind(u8),
     /// The length exceeds [`MAX_PAYLOAD`].
     TooLong(u32),
+    /// The encoding code is unknown.
+    BadEncoding(u8),
 }
 
 /// Decodes a block header (without checking the CRC: see [`verify`]).
@@ -134,8 +173,14 @@ pub fn parse_block_header(h: &[u8; BLOCK_HEADER_LEN]) -> Result<BlockHeader, Hea
     if len > MAX_PAYLOAD {
         return Err(HeaderFault::TooLong(len));
     }
+    let encoding = match h[5] {
+        0 => Encoding::Fixed,
+        1 if kind == BlockKind::Events => Encoding::Compact,
+        code => return Err(HeaderFault::BadEncoding(code)),
+    };
     Ok(BlockHeader {
         kind,
+        encoding,
         len,
         crc: le::u32_at(h, 12),
         count: le::u32_at(h, 16),

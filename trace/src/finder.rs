@@ -281,6 +281,7 @@ impl<R: Read> BlockFinder<R> {
                 "no block starts here".to_string()
             }
             AtNext::Fault(HeaderFault::BadKind(k)) => format!("unknown block kind {k}"),
+            AtNext::Fault(HeaderFault::BadEncoding(e)) => format!("unknown record encoding {e}"),
             AtNext::Fault(HeaderFault::TooLong(len)) => {
                 format!("block length {len} is implausible")
             }

@@ -7,7 +7,9 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use crate::block::{BlockHeader, BlockKind, BLOCK_HEADER_LEN, FILE_HEADER_LEN, FILE_MAGIC, MAJOR};
+use crate::block::{
+    BlockHeader, BlockKind, BLOCK_HEADER_LEN, FILE_HEADER_LEN, FILE_MAGIC, MAJOR, OLDEST_MAJOR,
+};
 use crate::codec::{DecodeError, Item, Items};
 use crate::damage::{Damage, SkippedRegion};
 use crate::finder::{BlockFinder, Found, Gap};
@@ -50,7 +52,7 @@ impl fmt::Display for ReadError {
             ReadError::Version { major, minor } => {
                 write!(
                     f,
-                    "trace format {major}.{minor} is not supported (this sonda reads {MAJOR}.x)"
+                    "trace format {major}.{minor} is not supported (this sonda reads {OLDEST_MAJOR}.x to {MAJOR}.x)"
                 )
             }
             ReadError::Truncated { offset } => write!(
@@ -86,7 +88,7 @@ pub struct Block {
 impl Block {
     /// Decodes the payload's records.
     pub fn items(&self) -> Items<'_> {
-        Items::new(&self.payload)
+        Items::with(&self.payload, self.header.encoding, self.header.first)
     }
 
     /// Turns a payload decoding error into a [`ReadError`] with its file offset.
@@ -133,7 +135,7 @@ impl<R: Read> TraceReader<R> {
         }
         let major = le::u16_at(&h, 8);
         let minor = le::u16_at(&h, 10);
-        if major != MAJOR {
+        if !(OLDEST_MAJOR..=MAJOR).contains(&major) {
             return Err(ReadError::Version { major, minor });
         }
         Ok(TraceReader {

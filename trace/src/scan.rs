@@ -356,6 +356,8 @@ pub struct Events<R = File> {
     delivered: u64,
     /// Time of the last record delivered.
     last: Option<Time>,
+    /// Compact blocks: the time the next record's difference is from.
+    prev: u64,
     stopped: bool,
 }
 
@@ -375,6 +377,7 @@ impl<R: Read> Events<R> {
             pos: 0,
             delivered: 0,
             last: None,
+            prev: 0,
             stopped: false,
         })
     }
@@ -394,9 +397,10 @@ impl<R: Read> Events<R> {
         let block = self.block.as_ref()?;
         loop {
             let start = self.pos;
-            let mut items = Items::new(&block.payload[start..]);
+            let mut items = Items::with(&block.payload[start..], block.header.encoding, self.prev);
             let item = items.next();
             self.pos += items.position();
+            self.prev = items.prev_time();
             let what = match item? {
                 Ok(Item::Record(r)) if self.last.is_none_or(|last| r.time >= last) => {
                     self.last = Some(r.time);
@@ -432,10 +436,12 @@ impl<R: Read> Iterator for Events<R> {
                     return None;
                 }
                 Ok(Some(block)) => {
+                    let block_first = block.header.first;
                     if block.header.kind == BlockKind::Events {
                         self.block = Some(block);
                         self.pos = 0;
                         self.delivered = 0;
+                        self.prev = block_first;
                     }
                 }
                 Err(e) => {

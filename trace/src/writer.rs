@@ -4,8 +4,8 @@
 
 use std::io::{self, Write};
 
-use crate::block::{block_header, file_header, BlockKind};
-use crate::codec::{encode_meta, encode_record};
+use crate::block::{block_header, block_header_encoded, file_header_for, BlockKind};
+use crate::codec::{encode_meta, encode_record, encode_record_compact, Encoding};
 use crate::record::{Meta, Record};
 
 /// Events blocks are cut at about this size; readers hold one block at a time.
@@ -20,13 +20,22 @@ pub struct TraceWriter<W: Write> {
     event_count: u32,
     first: u64,
     last: u64,
+    /// Compact encoding: the time of the last record queued in the block.
+    prev: u64,
+    encoding: Encoding,
     bytes: u64,
 }
 
 impl<W: Write> TraceWriter<W> {
-    /// Starts a trace: writes the file header.
-    pub fn new(mut out: W) -> io::Result<TraceWriter<W>> {
-        let header = file_header();
+    /// Starts a trace (format 2.0, compact events blocks): writes the file header.
+    pub fn new(out: W) -> io::Result<TraceWriter<W>> {
+        TraceWriter::with_encoding(out, Encoding::Compact)
+    }
+
+    /// Starts a trace whose events blocks are in `encoding`: [`Encoding::Fixed`] writes
+    /// a 1.3 file, which readers of format 1 read too.
+    pub fn with_encoding(mut out: W, encoding: Encoding) -> io::Result<TraceWriter<W>> {
+        let header = file_header_for(encoding);
         out.write_all(&header)?;
         Ok(TraceWriter {
             out,
@@ -36,6 +45,8 @@ impl<W: Write> TraceWriter<W> {
             event_count: 0,
             first: 0,
             last: 0,
+            prev: 0,
+            encoding,
             bytes: header.len() as u64,
         })
     }
@@ -60,9 +71,13 @@ impl<W: Write> TraceWriter<W> {
         }
         if self.event_count == 0 {
             self.first = record.time.0;
+            self.prev = record.time.0;
         }
         self.last = record.time.0;
-        encode_record(&mut self.events, record);
+        match self.encoding {
+            Encoding::Fixed => encode_record(&mut self.events, record),
+            Encoding::Compact => encode_record_compact(&mut self.events, record, &mut self.prev),
+        }
         self.event_count += 1;
         if self.events.len() >= BLOCK_TARGET {
             self.flush()?;
@@ -91,13 +106,15 @@ impl<W: Write> TraceWriter<W> {
         }
         if self.event_count > 0 {
             let payload = std::mem::take(&mut self.events);
-            self.write_block(
+            let header = block_header_encoded(
                 BlockKind::Events,
+                self.encoding,
                 self.event_count,
                 self.first,
                 self.last,
                 &payload,
-            )?;
+            );
+            self.write_header_and(&header, &payload)?;
             self.events = payload;
             self.events.clear();
             self.event_count = 0;
@@ -144,7 +161,11 @@ impl<W: Write> TraceWriter<W> {
         payload: &[u8],
     ) -> io::Result<()> {
         let header = block_header(kind, count, first, last, payload);
-        self.out.write_all(&header)?;
+        self.write_header_and(&header, payload)
+    }
+
+    fn write_header_and(&mut self, header: &[u8], payload: &[u8]) -> io::Result<()> {
+        self.out.write_all(header)?;
         self.out.write_all(payload)?;
         self.bytes += (header.len() + payload.len()) as u64;
         Ok(())

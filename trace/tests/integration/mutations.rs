@@ -86,7 +86,7 @@ fn small_blocks_survive_mutations() {
 #[test]
 fn blocks_cut_at_the_writers_size_survive_mutations() {
     // Long drain cycles: events blocks cut at the writer's 256 KiB.
-    let trace = recording(2, 60_000, 25_000);
+    let trace = recording(2, 150_000, 75_000);
     let biggest = trace.blocks.iter().map(|b| b.len).max().unwrap();
     assert!(biggest > 200_000, "{biggest}");
     campaign("big blocks", &trace, 600);
