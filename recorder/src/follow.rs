@@ -71,6 +71,9 @@ pub struct Follow<L: TaskLookup> {
     strangers: HashMap<Tid, ()>,
     /// Kernel records were lost: a thread's creation may be missing.
     lost: bool,
+    /// The thread of the last agent event, known and announced (see `touch_agent`);
+    /// forgotten whenever a thread is removed or replaced.
+    last_agent: Option<Tid>,
 }
 
 impl<L: TaskLookup> Follow<L> {
@@ -84,6 +87,7 @@ impl<L: TaskLookup> Follow<L> {
             agent_threads: HashMap::new(),
             strangers: HashMap::new(),
             lost: false,
+            last_agent: None,
         };
         f.processes.insert(
             root,
@@ -193,6 +197,7 @@ impl<L: TaskLookup> Follow<L> {
                 if keep_prev && dead && self.threads.get(prev).is_some_and(|t| t.exiting) {
                     // The last switch-out of an exited thread: its tid may be reused.
                     self.threads.remove(prev);
+                    self.last_agent = None;
                 }
                 keep_prev || keep_next
             }
@@ -270,6 +275,7 @@ impl<L: TaskLookup> Follow<L> {
         if !ours {
             // A reused tid that belonged to a thread of ours is someone else's now.
             self.threads.remove(&child);
+            self.last_agent = None;
             return false;
         }
         if pid.0 == child.0 && !self.processes.contains_key(&pid) {
@@ -288,6 +294,7 @@ impl<L: TaskLookup> Follow<L> {
                 runtime: Runtime::Native,
             });
         }
+        self.last_agent = None;
         self.threads.insert(
             child,
             Thread {
@@ -335,8 +342,13 @@ impl<L: TaskLookup> Follow<L> {
         true
     }
 
-    /// Makes sure a thread named by an agent event has its metadata.
+    /// Makes sure a thread named by an agent event has its metadata. A busy thread
+    /// sends millions of events a second, one after the other: the thread of the
+    /// previous one is remembered, announced, and costs no lookup.
     fn touch_agent(&mut self, tid: Tid, metas: &mut Vec<Meta>) {
+        if self.last_agent == Some(tid) {
+            return;
+        }
         if !self.threads.contains_key(&tid) {
             let Some(&pid) = self.agent_threads.get(&tid) else {
                 return;
@@ -367,6 +379,9 @@ impl<L: TaskLookup> Follow<L> {
             }
         }
         self.announce(tid, metas);
+        if self.threads.get(&tid).is_some_and(|t| t.announced) {
+            self.last_agent = Some(tid);
+        }
     }
 
     fn announce(&mut self, tid: Tid, metas: &mut Vec<Meta>) {

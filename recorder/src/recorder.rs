@@ -41,7 +41,7 @@ use crate::tap::{LiveStats, Tap, Tapped};
 use crate::agent::buffer_file::BufferPlace;
 use crate::agent::pid_map::PidMap;
 use crate::agent::sizing::Wanted;
-use crate::agent::{AgentSettings, AgentSource, Stamped};
+use crate::agent::{AgentSettings, AgentSource};
 use crate::child::{self, Child};
 use crate::follow::{Follow, ProcLookup};
 use crate::kernel::reader_thread::KernelReader;
@@ -181,11 +181,11 @@ struct Recording<W: Write> {
     writer: Tapped<W>,
     lag_ns: u64,
     batch: Vec<Record>,
-    stamped: Vec<Stamped>,
-    ready: Vec<Record>,
     metas: Vec<Meta>,
     tally: Tally,
     wakes: WakeAudit,
+    /// Cycles run because an agent's ring passed half full.
+    bell_cycles: u64,
 }
 
 impl<W: Write> Recording<W> {
@@ -214,21 +214,15 @@ impl<W: Write> Recording<W> {
             Clock::Monotonic => now.0,
         };
         let follow = &mut self.follow;
-        self.agent.drain(now_raw, &mut self.stamped, |pid, tid| {
+        let drained_from = self.batch.len();
+        self.agent.drain(now_raw, &mut self.batch, |pid, tid| {
             follow.note_agent_thread(pid, tid)
         });
         if self.agent_clock == Clock::Tsc {
             self.calibration.add(tsc::measure());
-        }
-        for s in self.stamped.drain(..) {
-            let time = match self.agent_clock {
-                Clock::Tsc => self.calibration.to_ns(s.raw).unwrap_or(now.0),
-                Clock::Monotonic => s.raw,
-            };
-            self.batch.push(Record {
-                time: Time(time),
-                event: s.event,
-            });
+            for r in &mut self.batch[drained_from..] {
+                r.time = Time(self.calibration.to_ns(r.time.0).unwrap_or(now.0));
+            }
         }
         // Metadata an agent published before the records just drained is in the log now.
         let writer = &mut self.writer;
@@ -236,28 +230,34 @@ impl<W: Write> Recording<W> {
         for m in self.metas.drain(..) {
             self.writer.meta(&m);
         }
-        self.watermark.extend(self.batch.drain(..));
-        let ready = &mut self.ready;
-        if end {
-            self.watermark.release_all(|r| ready.push(r));
+        self.watermark.extend_from(&mut self.batch);
+        let watermark = if end {
+            Time(u64::MAX)
         } else {
-            self.watermark
-                .release(Time(now.0.saturating_sub(self.lag_ns)), |r| ready.push(r));
-        }
-        for r in self.ready.drain(..) {
-            if self.follow.process(&r, &mut self.metas) {
-                for m in self.metas.drain(..) {
-                    self.writer.meta(&m);
-                }
-                self.tally.count(&r);
-                let follow = &self.follow;
-                self.wakes.see(&r.event, |t| follow.is_followed(t));
-                self.writer.record(&r)?;
-            } else {
-                for m in self.metas.drain(..) {
-                    self.writer.meta(&m);
+            Time(now.0.saturating_sub(self.lag_ns))
+        };
+        // Each released record goes straight to the trace (no list in between).
+        let (follow, metas, writer) = (&mut self.follow, &mut self.metas, &mut self.writer);
+        let (tally, wakes) = (&mut self.tally, &mut self.wakes);
+        let mut failed = None;
+        self.watermark.release(watermark, |r| {
+            if failed.is_some() {
+                return;
+            }
+            let keep = follow.process(&r, metas);
+            for m in metas.drain(..) {
+                writer.meta(&m);
+            }
+            if keep {
+                tally.count(&r);
+                wakes.see(&r.event, |t| follow.is_followed(t));
+                if let Err(e) = writer.record(&r) {
+                    failed = Some(e);
                 }
             }
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
         self.writer.flush()?;
         if self.writer.tapped() {
@@ -296,6 +296,7 @@ impl<W: Write> Recording<W> {
                 self.agent.native_functions().0 as u64,
             ),
             c("collector.late_retimed", self.watermark.late_retimed()),
+            c("collector.bell_cycles", self.bell_cycles),
             c("collector.cpu_ns", host::own_cpu_ns()),
             c("collector.elapsed_ns", elapsed.as_nanos() as u64),
         ];
@@ -473,11 +474,10 @@ impl<W: Write> Opened<W> {
             writer: self.writer,
             lag_ns: self.lag.as_nanos() as u64,
             batch: Vec::new(),
-            stamped: Vec::new(),
-            ready: Vec::new(),
             metas: Vec::new(),
             tally: Tally::default(),
             wakes: WakeAudit::default(),
+            bell_cycles: 0,
         }
     }
 }
@@ -623,7 +623,8 @@ impl Ticker {
         }
     }
 
-    /// One tick's work, then a sleep until the next deadline.
+    /// One tick's work, then a wait until the next deadline, during which every ring
+    /// an agent says is half full gets drained at once (an extra cycle).
     fn tick<W: Write>(&mut self, rec: &mut Recording<W>) -> io::Result<()> {
         rec.sample_proc();
         self.ticks += 1;
@@ -632,13 +633,18 @@ impl Ticker {
             rec.cycle(false)?;
         }
         self.next += self.tick;
-        let now = Instant::now();
-        if self.next > now {
-            std::thread::sleep(self.next - now);
-        } else {
-            self.next = now; // fell behind: do not try to catch up in a burst
+        loop {
+            let now = Instant::now();
+            if self.next <= now {
+                // Fell behind: no burst of cycles to catch up.
+                self.next = self.next.max(now.checked_sub(self.tick).unwrap_or(now));
+                return Ok(());
+            }
+            if rec.agent.wait_for_bell(self.next - now) {
+                rec.bell_cycles += 1;
+                rec.cycle(false)?;
+            }
         }
-        Ok(())
     }
 }
 

@@ -59,6 +59,11 @@ pub mod hdr {
     /// per file) so that the collector knows when the instrumentation is in place and
     /// when it was taken out again. Zero in files of older agents.
     pub const AGENT_STATE: usize = 116;
+    /// AtomicU32, a futex word: bumped (and the futex woken) by a producer whose ring
+    /// passed half full, so that the collector drains at once instead of at its next
+    /// period (see `Producer::push`). Zero and unused with older agents, whose rings are
+    /// drained every period only.
+    pub const DOORBELL: usize = 120;
 }
 
 /// Offsets of slot header fields.
@@ -78,6 +83,9 @@ pub mod slot {
     /// AtomicU64: of those, method or region entries (producer), so that recorded
     /// entries plus dropped entries equal the calls made.
     pub const DROPPED_ENTERS: usize = 32;
+    /// AtomicU64: one more than the consumer's `READ` when the producer last rang the
+    /// doorbell (producer): it rings once per drain at most.
+    pub const RUNG: usize = 40;
     /// AtomicU64: bytes read ever (consumer).
     pub const READ: usize = 64;
 }

@@ -345,6 +345,7 @@ impl Region {
                     // SAFETY: as above: the ring follows the slot header inside the mapping.
                     data: unsafe { self.map.as_mut_ptr().add(base + SLOT_HEADER_LEN) },
                     mask: u64::from(self.geo.ring_len) - 1,
+                    doorbell: self.u32(hdr::DOORBELL),
                 });
             }
         }
@@ -567,6 +568,36 @@ impl Region {
     pub fn heartbeat(&self, now: u64) {
         self.u64(hdr::HEARTBEAT).store(now, Ordering::Release);
     }
+
+    // ---- doorbell -----------------------------------------------------------------------
+
+    /// The doorbell's count: how many times producers rang it.
+    pub fn doorbell(&self) -> u32 {
+        self.u32(hdr::DOORBELL).load(Ordering::Acquire)
+    }
+
+    /// Waits up to `timeout` for the doorbell to ring past `seen` (a value of
+    /// [`Region::doorbell`]); returns its count then (`seen` when it did not ring). A
+    /// shared (not process-private) futex: the producers are other processes.
+    pub fn wait_doorbell(&self, seen: u32, timeout: std::time::Duration) -> u32 {
+        let bell = self.u32(hdr::DOORBELL);
+        let now = bell.load(Ordering::Acquire);
+        if now != seen {
+            return now;
+        }
+        let timeout = rustix::thread::futex::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        // Woken, timed out, interrupted or the value already changed: all end the wait.
+        let _ = rustix::thread::futex::wait(
+            bell,
+            rustix::thread::futex::Flags::empty(),
+            seen,
+            Some(&timeout),
+        );
+        bell.load(Ordering::Acquire)
+    }
 }
 
 /// What the consumer sees of a slot.
@@ -593,6 +624,8 @@ pub struct Producer {
     header: *mut u8,
     data: *mut u8,
     mask: u64,
+    /// The header's doorbell (in the same 'static mapping).
+    doorbell: &'static AtomicU32,
 }
 
 impl Producer {
@@ -609,7 +642,11 @@ impl Producer {
     pub fn push(&self, time: u64, head: u32, arg: u32) -> bool {
         let write = self.word(slot::WRITE).load(Ordering::Relaxed);
         let read = self.word(slot::READ).load(Ordering::Acquire);
-        if write.wrapping_sub(read) + UNIT as u64 > self.mask + 1 {
+        let used = write.wrapping_sub(read) + UNIT as u64;
+        if used * 2 > self.mask + 1 {
+            self.ring_doorbell(read);
+        }
+        if used > self.mask + 1 {
             self.count_drop(head);
             return false;
         }
@@ -636,7 +673,11 @@ impl Producer {
     pub fn push2(&self, time: u64, head: u32, arg: u32, extra: u64) -> bool {
         let write = self.word(slot::WRITE).load(Ordering::Relaxed);
         let read = self.word(slot::READ).load(Ordering::Acquire);
-        if write.wrapping_sub(read) + 2 * UNIT as u64 > self.mask + 1 {
+        let used = write.wrapping_sub(read) + 2 * UNIT as u64;
+        if used * 2 > self.mask + 1 {
+            self.ring_doorbell(read);
+        }
+        if used > self.mask + 1 {
             self.count_drop(head);
             return false;
         }
@@ -655,6 +696,25 @@ impl Producer {
         self.word(slot::WRITE)
             .store(write + 2 * UNIT as u64, Ordering::Release);
         true
+    }
+
+    /// The ring is more than half full: tells the collector, once per drain (the
+    /// collector's `read` moves when it drains), so that it drains now rather than at
+    /// the end of its period. Off the hot path: once per half a ring of records, a
+    /// futex wake (a system call of about a microsecond, no lock of ours).
+    #[cold]
+    #[inline(never)]
+    fn ring_doorbell(&self, read: u64) {
+        // Only this thread writes `RUNG`: a plain load and store.
+        let rung = self.word(slot::RUNG);
+        if rung.load(Ordering::Relaxed) == read.wrapping_add(1) {
+            return;
+        }
+        rung.store(read.wrapping_add(1), Ordering::Relaxed);
+        self.doorbell.fetch_add(1, Ordering::Release);
+        // A failed wake (no collector waiting) changes nothing: it sees the count.
+        let _ =
+            rustix::thread::futex::wake(self.doorbell, rustix::thread::futex::Flags::empty(), 1);
     }
 
     /// Off the hot path: only when the ring is full.

@@ -189,3 +189,62 @@ fn the_configuration_crosses_the_file_and_a_bad_text_is_an_error() {
     assert!(matches!(err, sonda_shm::CreateError::Invalid(_)), "{err}");
     assert!(!none.exists());
 }
+
+/// A producer whose ring passes half full rings the doorbell once per drain, and the
+/// ring wakes a collector waiting on it (another thread here; another process in
+/// use: the futex is shared, not private).
+#[test]
+fn a_ring_past_half_full_rings_the_doorbell_once_per_drain_and_wakes_the_waiter() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("buf");
+    let geo = Geometry {
+        slots: 1,
+        ring_len: 4096, // 256 records
+        meta_len: 1 << 16,
+    };
+    let collector = Region::create(&path, geo, Clock::Monotonic, &AgentConfig::default()).unwrap();
+    let agent: &'static Region = Box::leak(Box::new(Region::open(&path).unwrap()));
+    let p = agent.claim(std::process::id(), 9).unwrap();
+    let push = |n: u64| {
+        for t in 0..n {
+            assert!(p.push(t, head(ENTER, 0, 0), 1));
+        }
+    };
+    push(128); // exactly half full: no ring yet
+    assert_eq!(collector.doorbell(), 0);
+    assert_eq!(
+        collector.wait_doorbell(0, Duration::from_millis(1)),
+        0,
+        "times out"
+    );
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let t0 = Instant::now();
+            (
+                collector.wait_doorbell(0, Duration::from_secs(20)),
+                t0.elapsed(),
+            )
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        push(1);
+        let (count, took) = waiter.join().unwrap();
+        assert_eq!(count, 1);
+        assert!(
+            took < Duration::from_secs(10),
+            "woken, not timed out: {took:?}"
+        );
+    });
+    push(100); // still past half, same drain: no more rings
+    assert_eq!(collector.doorbell(), 1);
+    let mut out = Vec::new();
+    assert_eq!(collector.drain(0, &mut out), 229 * 16);
+    push(128);
+    assert_eq!(collector.doorbell(), 1, "half full again, not past it");
+    push(1);
+    assert_eq!(
+        collector.doorbell(),
+        2,
+        "past half after a drain: rings again"
+    );
+}

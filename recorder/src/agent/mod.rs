@@ -26,7 +26,7 @@ use sonda_shm::{AgentState, Clock, CreateError, Region, SlotState};
 use buffer_file::{BufferFile, BufferPlace};
 use sizing::{human, Bound, Room, Sizing, TooSmall, Wanted};
 use sonda_trace::codec::{Item, Items};
-use sonda_trace::{Event, Meta, Pid, Tid};
+use sonda_trace::{Event, Meta, Pid, Record, Tid, Time};
 
 /// Free slots scanned above the highest slot seen in use.
 const SCAN_MARGIN: u32 = 64;
@@ -47,15 +47,6 @@ pub struct AgentSettings {
     /// Whether the agent is attached to a running JVM (`mode=attach`), rather than
     /// given to JVMs the recorded command starts (`mode=launch`).
     pub attach: bool,
-}
-
-/// One drained agent record, stamped with the agent clock.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Stamped {
-    /// Raw time on the buffer's clock (TSC ticks or monotonic ns).
-    pub raw: u64,
-    /// The event.
-    pub event: Event,
 }
 
 /// Tally of the drain.
@@ -98,6 +89,8 @@ pub struct AgentSource {
     /// Drains since the last scan of every slot.
     since_full_scan: u32,
     scratch: Vec<u8>,
+    /// The doorbell count last seen (see [`AgentSource::wait_for_bell`]).
+    bell_seen: u32,
     stats: AgentStats,
     /// The attached process's pid namespace, when it is not ours (a container).
     pid_map: Option<pid_map::PidMap>,
@@ -175,6 +168,7 @@ impl AgentSource {
             scan_limit: 0,
             since_full_scan: 0,
             scratch: Vec::with_capacity(geo.ring_len as usize),
+            bell_seen: 0,
             stats: AgentStats::default(),
             pid_map: None,
             natives: native_functions::NativeFunctions::default(),
@@ -203,21 +197,29 @@ impl AgentSource {
         &self.file.agent_path
     }
 
+    /// Waits up to `timeout` for an agent's ring to pass half full (its producer rings
+    /// the buffer's doorbell); returns whether one did. A thread writing millions of
+    /// events a second fills a ring in milliseconds, far less than the drain period,
+    /// so the collector drains when told rather than only on its period.
+    pub fn wait_for_bell(&mut self, timeout: std::time::Duration) -> bool {
+        let now = self.region.wait_doorbell(self.bell_seen, timeout);
+        let rang = now != self.bell_seen;
+        self.bell_seen = now;
+        rang
+    }
+
     /// Tells agents the collector is alive (`now` on the trace clock).
     pub fn heartbeat(&self, now: u64) {
         self.region.heartbeat(now);
     }
 
-    /// Drains every slot into `out`. `now_raw` (the agent clock, read before draining)
-    /// stamps drop reports of slots with no record this time; `thread(pid, tid)` is told
-    /// of every thread with records. Slots of threads that ended are freed, and so are
-    /// those of processes that are gone, once drained.
-    pub fn drain(
-        &mut self,
-        now_raw: u64,
-        out: &mut Vec<Stamped>,
-        mut thread: impl FnMut(Pid, Tid),
-    ) {
+    /// Drains every slot into `out`, as records whose `time` is still the raw agent
+    /// clock (TSC ticks or monotonic ns): the caller converts them in place once it has
+    /// calibrated, which spares a copy of every event. `now_raw` (the agent clock, read
+    /// before draining) stamps drop reports of slots with no record this time;
+    /// `thread(pid, tid)` is told of every thread with records. Slots of threads that
+    /// ended are freed, and so are those of processes that are gone, once drained.
+    pub fn drain(&mut self, now_raw: u64, out: &mut Vec<Record>, mut thread: impl FnMut(Pid, Tid)) {
         // Agents take the lowest free slot, so slots in use sit below the highest one
         // ever seen in use (plus those claimed since, right above it): scanning past a
         // margin above it is wasted, and costly (each slot header is on its own page).
@@ -257,8 +259,8 @@ impl AgentSource {
                     Some(event) => {
                         self.stats.records += 1;
                         last_raw = Some(rec.time);
-                        out.push(Stamped {
-                            raw: rec.time,
+                        out.push(Record {
+                            time: Time(rec.time),
                             event,
                         });
                     }
@@ -277,8 +279,8 @@ impl AgentSource {
                 *seen = info.dropped;
                 self.stats.dropped += count;
                 thread(pid, tid);
-                out.push(Stamped {
-                    raw: last_raw.unwrap_or(now_raw),
+                out.push(Record {
+                    time: Time(last_raw.unwrap_or(now_raw)),
                     event: Event::Dropped { tid, count },
                 });
             }
@@ -609,8 +611,8 @@ mod tests {
         assert_eq!(out.len(), 17);
         assert_eq!(
             out[0],
-            Stamped {
-                raw: 0,
+            Record {
+                time: Time(0),
                 event: Event::Enter {
                     tid: Tid(77),
                     method: 1
@@ -619,8 +621,8 @@ mod tests {
         );
         assert_eq!(
             out[16],
-            Stamped {
-                raw: 15,
+            Record {
+                time: Time(15),
                 event: Event::Dropped {
                     tid: Tid(77),
                     count: 4
