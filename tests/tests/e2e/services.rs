@@ -304,6 +304,12 @@ fn services_match_the_jvm_and_line_solves_the_model() {
     let win = services(&[trace.to_str().unwrap(), "--window", "1"]);
     assert!(win.status.success(), "{}", text(&win.stderr));
     assert!(text(&win.stdout).contains("Per window:"));
+    // The pictures of the three classes' demands.
+    let labels: Vec<String> = CLASSES
+        .iter()
+        .map(|c| format!("demo.ServiceDemo::{c}"))
+        .collect();
+    crate::plots::check_plots(&trace, &dir.path().join("plots"), &labels);
 
     // JSON, checked against the documented schema; and the model, solved by LINE.
     let Some(venv) = python_env() else {
