@@ -22,8 +22,19 @@
 //!   class with one job per CPU-bound foreign task (always runnable: it takes its
 //!   share of the CPUs at any load, which arrivals would not).
 //!
-//! Time waiting for a CPU is not an input: the PS station predicts it. Left out: the
-//! recorded run's bounded worker pool, and group scheduling (autogroups).
+//! Time waiting for a CPU is not an input: the PS station predicts it. Left out, and
+//! what each costs on ServiceDemo (2 CPUs, measured on a quiet machine, LINE MVA):
+//! - the recorded run's bounded worker pool: the open classes let any number of calls
+//!   share the CPUs, the 6 workers of ServiceDemo at 70% load do not (calls wait in
+//!   the executor's queue, outside the measured response time): +50% predicted for
+//!   browse, +8-16% for the others; with 24 workers, +10%, -5%, -19%;
+//! - the scheduler's wakeups: a thread woken from a sleep or an I/O while the CPUs are
+//!   busy waits for a running one's slice, where processor sharing serves it at once.
+//!   A class with many short visits waits more than its demand says: checkout (5
+//!   visits) -11% to -28%, and beside a CPU-bound task, whose CPU a woken worker
+//!   often waits for instead of the idle one, -22% to -33%;
+//! - group scheduling (autogroups): CPU-bound tasks of another session share the CPUs
+//!   as one group, not each as a job.
 //!
 //! With [`ModelOptions::replayer`], service times are JMT `Replayer` distributions
 //! reading the measured per-call samples instead (JMT only: other readers ignore or

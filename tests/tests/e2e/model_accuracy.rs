@@ -124,10 +124,13 @@ fn predicted(venv: &Path, jsimg: &Path) -> BTreeMap<String, Measured> {
     out
 }
 
-/// Ignored until the acceptance holds: on the shared 2-CPU machine it was written on,
-/// other users' compilers took 0.7-1.4 CPUs throughout, throughput and utilisation
-/// came within 2% but response times did not (see the branch's report; run it with
-/// `--ignored` on a quiet machine).
+/// Ignored until the acceptance holds. On a quiet 2-CPU machine (nothing else running),
+/// throughput and utilisation come within 1% at every load; response times within 5%
+/// for browse and search at 30% and 50%, but not checkout (-11%: its 5 CPU visits each
+/// wait for a slice after a wakeup, which processor sharing does not) nor anything at
+/// 70% (+8% to +50%: the 6 workers bound the calls in service, the open model does
+/// not), and beside the hog -33% to +99% (see model/src/jmt.rs, "Left out"). Run it
+/// with `--ignored` to see the figures.
 #[test]
 #[ignore = "issue 14: response-time accuracy not reached yet (run with --ignored)"]
 fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
