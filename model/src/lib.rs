@@ -19,3 +19,4 @@ pub mod parts;
 pub mod plot;
 pub mod summary;
 pub mod table;
+pub mod units;

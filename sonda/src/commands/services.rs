@@ -6,6 +6,7 @@ use std::io::Write;
 use anyhow::{bail, Context};
 use sonda_model::analyze::{analyze, Options};
 use sonda_model::plot::{plots, Plot};
+use sonda_model::units::unit_classes;
 use sonda_model::{csv, json, table};
 use sonda_timeline::Trace;
 
@@ -36,7 +37,11 @@ pub fn run(args: ServicesArgs) -> anyhow::Result<i32> {
         csv::write_calls(analysis.calls(), &analysis.thread_names, &mut out)
     } else {
         match args.format {
-            ServicesFormat::Table => table::write(&analysis.services, &mut out),
+            ServicesFormat::Table => table::write(&analysis.services, &mut out).and_then(|()| {
+                let calls: Vec<_> = analysis.calls().collect();
+                writeln!(out)?;
+                table::write_units(&unit_classes(&calls), &mut out)
+            }),
             ServicesFormat::Csv => csv::write_figures(&analysis.services, &mut out),
             ServicesFormat::Json => json::write(&analysis.services, &mut out),
         }
