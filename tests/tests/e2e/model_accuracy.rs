@@ -124,13 +124,14 @@ fn predicted(venv: &Path, jsimg: &Path) -> BTreeMap<String, Measured> {
     out
 }
 
-/// Ignored until the acceptance holds. On a quiet 2-CPU machine (nothing else running),
-/// throughput and utilisation come within 1% at every load; response times within 5%
-/// for browse and search at 30% and 50%, but not checkout (-11%: its 5 CPU visits each
-/// wait for a slice after a wakeup, which processor sharing does not) nor anything at
-/// 70% (+8% to +50%: the 6 workers bound the calls in service, the open model does
-/// not), and beside the hog -33% to +99% (see model/src/jmt.rs, "Left out"). Run it
-/// with `--ignored` to see the figures.
+/// Ignored until the acceptance holds. Two runs on a quiet 2-CPU machine (nothing else
+/// running): throughput and utilisation within 1.1% at every load, alone and beside
+/// the hog. Response times alone: browse -6 to -7% at 30%, +4 to -4% at 50%; search
+/// -1 to -3% at both; checkout -11 to -19% (its 5 CPU visits each wait for a slice
+/// after a wakeup, which processor sharing does not); at 70% +7% to +50% (the 6
+/// workers bound the calls in service, the open model does not). Beside the hog:
+/// -33% to +99%. See model/src/jmt.rs, "Left out". Run it with `--ignored` to see the
+/// figures.
 #[test]
 #[ignore = "issue 14: response-time accuracy not reached yet (run with --ignored)"]
 fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
