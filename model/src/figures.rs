@@ -164,6 +164,11 @@ pub struct Background {
     pub cpu_bound_tasks: Vec<u32>,
     /// Their CPU time.
     pub cpu_bound_cpus: f64,
+    /// How many of them were there on average: each one's time from its first stretch
+    /// on a CPU to its last, over the period. Below their count when some came or went
+    /// during the period (another user's compiler); a model that kept them all there
+    /// throughout predicted up to twice the measured response times.
+    pub cpu_bound_present: f64,
 }
 
 /// Little's law for one method: calls in flight against throughput x response time.
@@ -474,6 +479,11 @@ pub(crate) fn background(col: &Collector, whole: &Window) -> Background {
         } else {
             0.0
         },
+        cpu_bound_present: bound
+            .iter()
+            .map(|t| col.foreign.tasks[t].present_ns().min(period_ns))
+            .sum::<f64>()
+            / period_ns.max(1.0),
         cpu_bound_tasks: bound.iter().map(|t| t.0).collect(),
         cpu_bound_cpus: bound_cpus,
     }

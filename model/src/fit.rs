@@ -123,6 +123,11 @@ impl Params {
         }
     }
 
+    /// The distribution function at `x` (s); `None` for invalid parameters.
+    pub fn cdf(&self, x: f64) -> Option<f64> {
+        self.functions().map(|f| f(x).0)
+    }
+
     fn count(&self) -> f64 {
         match self {
             Params::Exponential { .. } => 1.0,

@@ -25,7 +25,10 @@
 //! ever preempted (switched out runnable, never asleep) and runs for a good share of
 //! the period is CPU-bound: it is on the run queue all the time and takes its fair
 //! share of the CPUs whatever the load, which a model represents as a closed customer
-//! with no think time, not as arrivals.
+//! with no think time, not as arrivals. A CPU-bound task that came or went during the
+//! period (a compiler run on a shared machine) is present only between the first and
+//! the last stretch it was seen running: its `present_ns`, what the model needs to
+//! take its share for that part of the period only.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use sonda_trace::{Cpu, SwitchOut, Tid, Time};
@@ -46,6 +49,17 @@ pub(crate) struct Task {
     pub preempted: u64,
     /// Kept switch-outs to sleep (or any other state).
     pub slept: u64,
+    /// The start of the first stretch attributed to it in the period.
+    pub first: Option<Time>,
+    /// The end of the last one (clipped to the period at [`Foreign::close`]).
+    pub last: Time,
+}
+
+impl Task {
+    /// The time from the start of its first stretch to the end of its last (ns).
+    pub fn present_ns(&self) -> f64 {
+        self.first.map_or(0.0, |f| self.last.since(f) as f64)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -135,7 +149,10 @@ impl Foreign {
         }
         let busy = &mut self.busy;
         grid.split(a, b, |w, ns| busy.add(w, share * ns as f64));
-        self.tasks.entry(tid).or_default().run_ns += share * b.since(a) as f64;
+        let task = self.tasks.entry(tid).or_default();
+        task.run_ns += share * b.since(a) as f64;
+        task.first = Some(task.first.map_or(a, |f| f.min(a)));
+        task.last = task.last.max(b);
         self.stretches += share;
         if last_exit.is_none_or(|l| b > l) {
             self.tail.push((tid, a, b, share));
@@ -167,6 +184,9 @@ impl Foreign {
             if let Some(task) = self.tasks.get_mut(&tid) {
                 task.run_ns -= share * b.since(from) as f64;
             }
+        }
+        for task in self.tasks.values_mut() {
+            task.last = task.last.min(last);
         }
     }
 
@@ -224,6 +244,10 @@ mod tests {
         assert_eq!(f.tasks[&DAEMON].run_ns, 1000.0);
         assert_eq!(f.busy.get(0), 3000.0);
         assert_eq!(f.cpu_bound(2500.0), vec![HOG]);
+        // The hog was there from the period's start to its end; the daemon from the
+        // start of its gap (1000) to 3000.
+        assert_eq!(f.tasks[&HOG].present_ns(), 2500.0);
+        assert_eq!(f.tasks[&DAEMON].present_ns(), 2000.0);
     }
 
     #[test]
@@ -236,5 +260,6 @@ mod tests {
         f.close(grid(), Time(1200));
         assert_eq!(f.busy.get(0), 200.0);
         assert_eq!(f.tasks[&HOG].run_ns, 200.0);
+        assert_eq!(f.tasks[&HOG].present_ns(), 200.0);
     }
 }

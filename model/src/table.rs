@@ -4,6 +4,7 @@ use std::io::{self, Write};
 
 use crate::figures::{Services, Window};
 use crate::parts::Component;
+use crate::units::UnitClass;
 
 /// A duration in ns, compact: `812ns`, `41.2us`, `2.310ms`, `1.204s`.
 pub fn duration(ns: f64) -> String {
@@ -43,6 +44,38 @@ fn columns(out: &mut dyn Write, rows: &[Vec<String>], indent: usize) -> io::Resu
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
+}
+
+/// Writes the units of work ([`crate::units`]): one line per class, means per unit.
+pub fn write_units(units: &[UnitClass], out: &mut dyn Write) -> io::Result<()> {
+    if units.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Units of work (an outermost call with the traced calls inside it, on its thread; classed by what it contains):"
+    )?;
+    let mut rows = vec![vec![
+        "class".to_string(),
+        "units".into(),
+        "wall".into(),
+        "cpu".into(),
+        "waiting".into(),
+        "blocked".into(),
+        "cpu visits".into(),
+    ]];
+    for u in units {
+        rows.push(vec![
+            u.name(),
+            u.units.to_string(),
+            duration(u.wall_mean_s * 1e9),
+            duration(u.cpu_mean_s * 1e9),
+            duration(u.runnable_mean_s * 1e9),
+            duration(u.blocked_mean_s * 1e9),
+            format!("{:.2}", u.visits_mean),
+        ]);
+    }
+    columns(out, &rows, 2)
 }
 
 /// Writes the table.

@@ -289,6 +289,12 @@ pub struct ServicesArgs {
     /// Print one CSV line per call (its parts, inclusive and exclusive) instead.
     #[arg(long)]
     pub calls: bool,
+
+    /// Also draw each class's demand distributions (CPU, blocked, wall time) with the
+    /// fitted curves as SVG pictures in this directory (cpu.svg, blocked.svg,
+    /// wall.svg; an old one of sonda's is replaced).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// `sonda services --format`.

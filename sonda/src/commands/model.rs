@@ -86,9 +86,11 @@ pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
                 c.cpu_mean * 1e3
             ),
             (false, Population::Closed { jobs }) => say!(
-                "sonda:   {}: {jobs} CPU-bound task{} (always runnable)",
+                "sonda:   {}: {jobs} CPU-bound task{} (stretches of {:.3} ms, {:.3} ms away between two)",
                 c.name,
-                if jobs == 1 { "" } else { "s" }
+                if jobs == 1 { "" } else { "s" },
+                c.cpu_mean * 1e3,
+                c.blocked_mean * 1e3
             ),
         }
     }

@@ -14,6 +14,7 @@ mod model_accuracy;
 mod native;
 mod paraver_scale;
 mod parquet;
+mod plots;
 mod record;
 mod services;
 mod tomcat;

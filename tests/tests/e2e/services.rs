@@ -304,6 +304,27 @@ fn services_match_the_jvm_and_line_solves_the_model() {
     let win = services(&[trace.to_str().unwrap(), "--window", "1"]);
     assert!(win.status.success(), "{}", text(&win.stderr));
     assert!(text(&win.stdout).contains("Per window:"));
+    // Units of work: one class per request type, nothing nested in ServiceDemo's.
+    let table = text(&win.stdout);
+    let units = table
+        .split_once("Units of work")
+        .map(|(_, u)| u)
+        .expect("no units of work in the table");
+    for c in CLASSES {
+        let label = format!("demo.ServiceDemo::{c}");
+        let line = units
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(label.as_str()))
+            .unwrap_or_else(|| panic!("no unit class {label}: {units}"));
+        let n: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(n > 100, "{line}");
+    }
+    // The pictures of the three classes' demands.
+    let labels: Vec<String> = CLASSES
+        .iter()
+        .map(|c| format!("demo.ServiceDemo::{c}"))
+        .collect();
+    crate::plots::check_plots(&trace, &dir.path().join("plots"), &labels);
 
     // JSON, checked against the documented schema; and the model, solved by LINE.
     let Some(venv) = python_env() else {
