@@ -10,7 +10,7 @@ pub const FILE_MAGIC: &[u8; 8] = b"SONDATRC";
 /// The format's major version: readers refuse other majors.
 pub const MAJOR: u16 = 1;
 /// The format's minor version: adds record kinds only; older readers skip them.
-pub const MINOR: u16 = 3;
+pub const MINOR: u16 = 4;
 /// Size of the file header: magic, major, minor, flags.
 pub const FILE_HEADER_LEN: usize = 16;
 

@@ -183,6 +183,13 @@ fn sample_meta() -> Vec<Meta> {
             pid: Pid(10),
             addr: 0x40_1136,
         },
+        Meta::MethodRemoved {
+            id: 1,
+            time: Time(1_500),
+            rate: 12_000_000,
+            mean_ns: 14,
+            overhead_ppm: 230_000,
+        },
     ]
 }
 
