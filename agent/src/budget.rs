@@ -24,7 +24,7 @@
 //! # The estimate and the choice
 //! The cost of a call is the probe pair's, calibrated once at start (timing pairs of
 //! the clock reads and ring-sized writes the probes make, plus the native call; see
-//! [`calibrate_pair_ns`]). Every [`INTERVAL`] the budget thread estimates each
+//! [`calibrate_pair_ns`]). Every [`INTERVAL`] (the first time sooner) the budget thread estimates each
 //! method's calls in the interval; their cost summed over the methods still traced,
 //! against the process's CPU time in the interval (`CLOCK_PROCESS_CPUTIME_ID`: what the
 //! application could have done instead, so a single-threaded program on many CPUs is
@@ -60,8 +60,14 @@ use crate::{clock, counters, meta, os};
 
 /// One sampled entry in this many, per thread.
 pub const PERIOD: u32 = 64;
-/// How often the budget thread looks.
-pub const INTERVAL: Duration = Duration::from_secs(1);
+/// How often the budget thread looks. Short, because until the first removal a broad
+/// filter's hottest methods fill the rings faster than a collector drains them (a
+/// method called 4 million times a second per thread writes 128 MB/s): a second of that
+/// dropped events on this machine. Half a second still gives a method called a
+/// thousand times a second several samples, and such a method costs nothing to judge.
+pub const INTERVAL: Duration = Duration::from_millis(500);
+/// The first look, sooner still (the start's burst of calls, before any removal).
+const FIRST_LOOK: Duration = Duration::from_millis(200);
 /// Below this much process CPU time in an interval (ns) there is nothing to budget
 /// against: an idle process, whose few calls cost nothing anyone would notice.
 const MIN_CPU_NS: u64 = 20_000_000;
@@ -288,8 +294,10 @@ fn run(state: &'static State, jni: &Jni<'_>, budget: u32) {
     let mut last_cpu = os::process_cpu_ns();
     let mut last_wall = os::monotonic_ns();
     let over = || state.stopped.load(Ordering::Acquire) || state.ended.load(Ordering::Acquire);
+    let mut pause = FIRST_LOOK;
     loop {
-        std::thread::sleep(INTERVAL);
+        std::thread::sleep(pause);
+        pause = INTERVAL;
         if over() {
             return;
         }

@@ -25,8 +25,8 @@ public class Budget {
         long acc = n;
         for (int i = 0; i < n; i++) {
             acc += hot(i);
-            // Real work between two calls: about a hundred dependent multiplies.
-            for (int j = 0; j < 100; j++) {
+            // Real work between two calls: a few hundred dependent multiplies.
+            for (int j = 0; j < 400; j++) {
                 acc = acc * 6364136223846793005L + 1442695040888963407L;
             }
         }
@@ -48,7 +48,7 @@ public class Budget {
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
         double seconds = args.length > 1 ? Double.parseDouble(args[1]) : 4;
-        int hotPerRequest = args.length > 2 ? Integer.parseInt(args[2]) : 20000;
+        int hotPerRequest = args.length > 2 ? Integer.parseInt(args[2]) : 5000;
         Thread[] ts = new Thread[threads];
         for (int t = 0; t < threads; t++) {
             ts[t] = new Thread(() -> serve(hotPerRequest), "server-" + t);
