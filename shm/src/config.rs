@@ -386,8 +386,10 @@ mod tests {
                 assert_eq!(parsed, None, "{bad:?}");
             }
         }
-        let mut c = AgentConfig::default();
-        c.budget = Some(50);
+        let mut c = AgentConfig {
+            budget: Some(50),
+            ..AgentConfig::default()
+        };
         assert_eq!(c.encode().unwrap(), "budget=0.5\n");
         assert_eq!(AgentConfig::decode("budget=0.5").unwrap(), c);
         assert!(matches!(

@@ -16,8 +16,11 @@ const B: u32 = 3;
 const C: u32 = 4;
 const REMOVED_AT: u64 = 45;
 
+/// A closed call: thread, method, begin, end, how it ended.
+type Call = (u32, u32, u64, u64, ExitKind);
+
 #[derive(Default)]
-struct Calls(Vec<(u32, u32, u64, u64, ExitKind)>);
+struct Calls(Vec<Call>);
 
 impl Sink for Calls {
     fn exit(&mut self, call: &CallExit) {
@@ -41,7 +44,7 @@ fn leave(tid: Tid, method: u32) -> Event {
     }
 }
 
-fn run(removals: &[(u32, Time)]) -> (Repairs, Vec<(u32, u32, u64, u64, ExitKind)>) {
+fn run(removals: &[(u32, Time)]) -> (Repairs, Vec<Call>) {
     let mut tl = Timeline::new(Time(0), Source::Tracepoints, [T, U]);
     tl.removed_methods(removals.iter().copied());
     let mut calls = Calls::default();
