@@ -14,10 +14,10 @@
 //! (`sampled`, one relaxed add). `sampled × PERIOD` estimates the calls without bias
 //! (every entry is equally likely to be picked), and on a hot method the sample is
 //! large. The same sampled entry is timed: the thread remembers its depth and time,
-//! and the exit at that depth (of that id) adds the call's duration. A thread keeps
-//! one sampled call open at a time, so a long sampled call hides the samples of the
-//! calls nested in it; the short calls the budget cares about are sampled between
-//! such calls. The hot path adds a thread-local countdown and depth (no atomic, no
+//! and the exit at that depth (of that id) adds the call's duration. A thread times
+//! up to four nested sampled calls at once and gives up the outermost for a new one,
+//! so that a frame that never returns (a run loop) does not stop the timing of the
+//! calls inside it. The hot path adds a thread-local countdown and depth (no atomic, no
 //! lock, no allocation); the shared counters live in chunks allocated when a method
 //! gets its id (rewrite time), never on the hot path.
 //!
@@ -122,15 +122,30 @@ fn table() -> Option<&'static Table> {
     unsafe { TABLE.load(Ordering::Acquire).as_ref() }
 }
 
+/// A sampled call being timed: its depth, id and entry time.
+#[derive(Clone, Copy)]
+struct Open {
+    depth: u32,
+    id: u32,
+    at: u64,
+}
+
+/// Sampled calls a thread times at once. They nest (each was entered while the ones
+/// below were open), so the deepest is the next to end; when a sampled entry finds
+/// them all taken, the outermost is given up: a frame that never returns (a thread's
+/// run loop) must not stop the timing of everything called inside it.
+const OPEN: usize = 4;
+
 /// A thread's sampling state. `const`-initialised cells without a destructor: a
 /// thread-local access is a plain load from the thread's block.
 struct Sampler {
     countdown: Cell<u32>,
     depth: Cell<u32>,
-    /// Depth of the sampled call being timed; 0: none.
-    open_depth: Cell<u32>,
-    open_id: Cell<u32>,
-    open_at: Cell<u64>,
+    /// Depth of the deepest sampled call being timed; 0: none. The only field an exit
+    /// reads besides `depth`.
+    top: Cell<u32>,
+    open: Cell<[Open; OPEN]>,
+    len: Cell<usize>,
 }
 
 thread_local! {
@@ -138,9 +153,9 @@ thread_local! {
         Sampler {
             countdown: Cell::new(0),
             depth: Cell::new(0),
-            open_depth: Cell::new(0),
-            open_id: Cell::new(0),
-            open_at: Cell::new(0),
+            top: Cell::new(0),
+            open: Cell::new([Open { depth: 0, id: 0, at: 0 }; OPEN]),
+            len: Cell::new(0),
         }
     };
 }
@@ -222,7 +237,7 @@ pub fn on_probe(kind: u8, id: u32, time: u64) {
             }
         } else {
             let depth = s.depth.get();
-            if depth == s.open_depth.get() && id == s.open_id.get() {
+            if depth == s.top.get() {
                 sampled_exit(s, id, time);
             }
             s.depth.set(depth.saturating_sub(1));
@@ -237,22 +252,44 @@ fn sampled_entry(s: &Sampler, id: u32, depth: u32, time: u64) {
         return;
     };
     stats.sampled.fetch_add(1, Ordering::Relaxed);
-    if s.open_depth.get() == 0 {
-        s.open_depth.set(depth);
-        s.open_id.set(id);
-        s.open_at.set(time);
+    let mut open = s.open.get();
+    let mut len = s.len.get().min(OPEN);
+    if len == OPEN {
+        open.copy_within(1.., 0);
+        len -= 1;
     }
+    open[len] = Open {
+        depth,
+        id,
+        at: time,
+    };
+    s.open.set(open);
+    s.len.set(len + 1);
+    s.top.set(depth);
 }
 
+/// The exit at the depth of the deepest sampled call: that call ends (when the id
+/// differs, depths were thrown off, by a lost entry say, and the sample is dropped).
 #[cold]
 #[inline(never)]
 fn sampled_exit(s: &Sampler, id: u32, time: u64) {
-    s.open_depth.set(0);
+    let open = s.open.get();
+    let len = s.len.get().min(OPEN);
+    let Some(last) = len.checked_sub(1) else {
+        s.top.set(0);
+        return;
+    };
+    let ended = open[last];
+    s.len.set(last);
+    s.top.set(if last == 0 { 0 } else { open[last - 1].depth });
+    if ended.id != id {
+        return;
+    }
     if let Some(stats) = table().and_then(|t| t.stats(id)) {
         stats.timed.fetch_add(1, Ordering::Relaxed);
         stats
             .ticks
-            .fetch_add(time.saturating_sub(s.open_at.get()), Ordering::Relaxed);
+            .fetch_add(time.saturating_sub(ended.at), Ordering::Relaxed);
     }
 }
 
@@ -284,14 +321,83 @@ struct Seen {
     removed: bool,
 }
 
+/// Events a look must estimate in its interval before the collector's CPU time is put
+/// down to them (below, the collector's own work, kernel events and its clock, would
+/// make each agent event look dear).
+const COLLECTOR_MIN_EVENTS: f64 = 100_000.0;
+/// The most collector ns an agent event is charged.
+const COLLECTOR_MAX_NS: f64 = 2_000.0;
+
+/// The events this process's threads could not write because their rings were full
+/// (the slots' `dropped` counters), new since the last call: a ring fills when the
+/// collector drains less than the probes write, and an event dropped is lost to the
+/// trace, so drops put the recording over budget whatever the CPU estimate says.
+struct Drops {
+    /// Each slot's (generation, dropped) at the last look.
+    last: Vec<(u32, u64)>,
+}
+
+impl Drops {
+    fn new() -> Drops {
+        Drops { last: Vec::new() }
+    }
+
+    fn since_last(&mut self, region: &sonda_shm::Region) -> u64 {
+        let pid = crate::buffers::pid();
+        let slots = region.slots() as usize;
+        self.last.resize(slots, (u32::MAX, 0));
+        let mut new = 0;
+        for (i, last) in self.last.iter_mut().enumerate() {
+            let info = region.slot_info(i as u32);
+            if info.pid != pid || info.state == sonda_shm::SlotState::Free {
+                continue;
+            }
+            let before = if last.0 == info.generation { last.1 } else { 0 };
+            new += info.dropped.saturating_sub(before);
+            *last = (info.generation, info.dropped);
+        }
+        new
+    }
+}
+
+/// The collector's CPU time (ns), when this process can see it: the buffer file names
+/// its pid as it sees itself, which is ours too unless a pid namespace lies between
+/// (a container after an attach), and then `/proc/<pid>` is another process or none:
+/// its `comm` must say sonda.
+fn collector_cpu_ns(pid: u32) -> Option<u64> {
+    if pid == 0 {
+        return None;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    if !comm.starts_with("sonda") {
+        return None;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of stat, 12 and 13 after the command.
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 1_000_000_000 / os::clock_ticks_per_second())
+}
+
 /// The budget thread: looks every [`INTERVAL`] until the recording stops.
+///
+/// A call costs the probe pair (calibrated) plus what the collector spends on its two
+/// events (draining, ordering, writing), on the same machine: measured as the
+/// collector's CPU time over the events that reached it, when it is visible and the
+/// events many enough to be what it spends its time on; it dwarfs the pair (200 ns an
+/// event was seen here, against a 26 ns pair).
 fn run(state: &'static State, jni: &Jni<'_>, budget: u32) {
     let Some(table) = table() else { return };
     let pair_ns = calibrate_pair_ns();
     counters::BUDGET_PAIR_NS.set(pair_ns.round() as u64);
     let ns_per_tick = ticks_to_ns();
+    let collector = state.region.collector_pid();
+    let mut drops = Drops::new();
+    drops.since_last(state.region);
+    let mut event_ns = 0.0f64;
     let mut seen: Vec<Seen> = Vec::new();
     let mut last_cpu = os::process_cpu_ns();
+    let mut last_collector = collector_cpu_ns(collector);
     let mut last_wall = os::monotonic_ns();
     let over = || state.stopped.load(Ordering::Acquire) || state.ended.load(Ordering::Acquire);
     let mut pause = FIRST_LOOK;
@@ -302,14 +408,20 @@ fn run(state: &'static State, jni: &Jni<'_>, budget: u32) {
             return;
         }
         let (cpu, wall) = (os::process_cpu_ns(), os::monotonic_ns());
+        let collector_now = collector_cpu_ns(collector);
         let (d_cpu, d_wall) = (cpu.saturating_sub(last_cpu), wall.saturating_sub(last_wall));
-        (last_cpu, last_wall) = (cpu, wall);
+        let d_collector = match (last_collector, collector_now) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        (last_cpu, last_wall, last_collector) = (cpu, wall, collector_now);
+        let dropped = drops.since_last(state.region);
         counters::BUDGET_CHECKS.incr();
         let end = table.end.load(Ordering::Acquire);
         let span = end.saturating_sub(table.first) as usize;
         seen.resize(span, Seen::default());
         let mut methods = Vec::new();
-        let mut total_ns = 0.0;
+        let mut calls_total = 0.0;
         for (ix, s) in seen.iter_mut().enumerate() {
             let id = table.first + ix as u32;
             let Some(stats) = table.stats(id) else {
@@ -328,34 +440,61 @@ fn run(state: &'static State, jni: &Jni<'_>, budget: u32) {
             } else {
                 stats.ticks.load(Ordering::Relaxed) as f64 * ns_per_tick / timed as f64
             };
-            let cost = calls * pair_ns;
-            total_ns += cost;
+            calls_total += calls;
             methods.push(Candidate {
                 id,
+                calls,
                 rate: calls * 1e9 / d_wall.max(1) as f64,
                 mean_ns,
-                cost,
-                score: cost * pair_ns / (pair_ns + mean_ns),
+                cost: 0.0,
+                score: calls * pair_ns / (pair_ns + mean_ns),
             });
         }
-        if d_cpu < MIN_CPU_NS {
-            continue;
+        // The events that reached the collector in the interval, and its cost of each.
+        let through = (2.0 * calls_total - dropped as f64).max(0.0);
+        if let Some(d) = d_collector.filter(|_| through >= COLLECTOR_MIN_EVENTS) {
+            let now = (d as f64 / through).min(COLLECTOR_MAX_NS);
+            event_ns = if event_ns == 0.0 {
+                now
+            } else {
+                0.5 * event_ns + 0.5 * now
+            };
+            counters::BUDGET_COLLECTOR_EVENT_NS.set(event_ns.round() as u64);
         }
+        let per_call = pair_ns + 2.0 * event_ns;
+        let mut total_ns = 0.0;
+        for m in &mut methods {
+            m.cost = m.calls * per_call;
+            total_ns += m.cost;
+        }
+        let judged = d_cpu >= MIN_CPU_NS;
         let allowed = d_cpu as f64 * f64::from(budget) / 10_000.0;
-        counters::BUDGET_OVERHEAD_PPM.set((total_ns * 1e6 / d_cpu as f64) as u64);
-        if total_ns <= allowed {
+        if judged {
+            counters::BUDGET_OVERHEAD_PPM.set((total_ns * 1e6 / d_cpu as f64) as u64);
+        }
+        // Drops: down to half the events that got through, so that the rings empty.
+        let events_allowed = if dropped > 0 {
+            counters::BUDGET_DROPPED_LOOKS.incr();
+            through / 2.0
+        } else {
+            f64::INFINITY
+        };
+        let mut events = 2.0 * calls_total;
+        let over_cpu = |total: f64| judged && total > allowed;
+        if !over_cpu(total_ns) && events <= events_allowed {
             continue;
         }
         methods.sort_by(|a, b| b.score.total_cmp(&a.score));
         let mut chosen = Vec::new();
         for m in methods {
-            if total_ns <= allowed {
+            if !over_cpu(total_ns) && events <= events_allowed {
                 break;
             }
             total_ns -= m.cost;
+            events -= 2.0 * m.calls;
             chosen.push(Removal {
                 candidate: m,
-                overhead_ppm: (m.cost * 1e6 / d_cpu as f64) as u64,
+                overhead_ppm: (m.cost * 1e6 / d_cpu.max(1) as f64) as u64,
             });
         }
         for id in remove(state, jni, &chosen) {
@@ -370,6 +509,8 @@ fn run(state: &'static State, jni: &Jni<'_>, budget: u32) {
 #[derive(Clone, Copy)]
 struct Candidate {
     id: u32,
+    /// Calls in the interval (estimated).
+    calls: f64,
     /// Calls a second.
     rate: f64,
     /// Mean duration, ns (0 when no sampled call was timed).

@@ -86,7 +86,12 @@ pub static BUDGET_PAIR_NS: Counter = Counter::new("budget_pair_ns");
 /// (with enough CPU time to judge), millionths, before that look's removals.
 pub static BUDGET_OVERHEAD_PPM: Counter = Counter::new("budget_overhead_ppm");
 
-static ALL: [&Counter; 18] = [
+/// The collector's CPU ns per agent event the budget measured (0: not visible).
+pub static BUDGET_COLLECTOR_EVENT_NS: Counter = Counter::new("budget_collector_event_ns");
+/// Looks of the budget that found events dropped (full rings) since the previous.
+pub static BUDGET_DROPPED_LOOKS: Counter = Counter::new("budget_dropped_looks");
+
+static ALL: [&Counter; 20] = [
     &CLASSES_INSTRUMENTED,
     &CLASSES_RESTORED,
     &METHODS_INSTRUMENTED,
@@ -105,6 +110,8 @@ static ALL: [&Counter; 18] = [
     &BUDGET_CHECKS,
     &BUDGET_PAIR_NS,
     &BUDGET_OVERHEAD_PPM,
+    &BUDGET_COLLECTOR_EVENT_NS,
+    &BUDGET_DROPPED_LOOKS,
 ];
 
 /// Sets every counter back to zero: each recording reports its own totals.

@@ -43,6 +43,17 @@ pub fn process_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Clock ticks a second of `/proc/<pid>/stat`'s CPU times (`sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if n > 0 {
+        n as u64
+    } else {
+        100
+    }
+}
+
 /// The calling thread's kernel id (`gettid`): a real system call (~100 ns), so callers
 /// cache it per thread.
 pub fn gettid() -> u32 {
