@@ -26,6 +26,10 @@
 #   SONDA_AGENT  the agent library (default libsonda.so next to the sonda binary)
 #   PRVCHECK     the Paraver checker (default <repo>/../shared/tools/prvcheck, else
 #                <repo>/tests/tools/prvcheck)
+#   EXTRA_METHODS  more --methods patterns, whitespace-separated (e.g. 'org.apache.**
+#                jakarta.**': every Tomcat method), traced beside the request path
+#   BUDGET       sonda record --budget PERCENT (the overhead budget; the report's
+#                removals are printed)
 #   NO_SONDA=1   run the same Tomcat and load without sonda (a baseline: no trace, no
 #                check, just the request count and rate)
 #   KEEP_BASE=1  keep the temporary CATALINA_BASE (its path is printed)
@@ -40,6 +44,8 @@ DURATION="${DURATION:-10}"
 THREADS="${THREADS:-2}"
 CONNECTIONS="${CONNECTIONS:-8}"
 NO_SONDA="${NO_SONDA:-0}"
+EXTRA_METHODS="${EXTRA_METHODS:-}"
+BUDGET="${BUDGET:-}"
 CATALINA_HOME=/usr/share/tomcat10
 # The methods on every request's path; one StandardWrapperValve::invoke per request.
 WRAPPER_METHOD='org.apache.catalina.core.StandardWrapperValve::invoke'
@@ -67,11 +73,17 @@ start_tomcat() {
         "$CATALINA_HOME/bin/catalina.sh" run >"$OUT/catalina.log" 2>&1 &
         JVM_PID=$!
     else
-        say "starting Tomcat on 127.0.0.1:$PORT under sonda record"
+        local extra=() pattern
+        for pattern in $EXTRA_METHODS; do
+            extra+=(--methods "$pattern")
+        done
+        [ -z "$BUDGET" ] || extra+=(--budget "$BUDGET")
+        say "starting Tomcat on 127.0.0.1:$PORT under sonda record ${extra[*]}"
         "$SONDA" record -o "$OUT/tomcat.trace" \
             --methods "$WRAPPER_METHOD" \
             --methods "$SERVLET_METHOD" \
             --methods "$JSP_METHOD" \
+            "${extra[@]}" \
             -- "$CATALINA_HOME/bin/catalina.sh" run >"$OUT/catalina.log" 2>&1 &
         RECORD_PID=$!
         # catalina.sh ends in `exec java`: sonda's child is the JVM itself.
@@ -223,6 +235,10 @@ if [ "$NO_SONDA" = 1 ]; then
 fi
 
 check_trace
+if [ -n "$BUDGET" ]; then
+    awk '/^Methods removed by the overhead budget/ { on = 1 } on && /^$/ { exit } on' "$OUT/report.txt" | head -n 40 >&2
+    say "the budget removed $(awk '/^Methods removed/ { on = 1; getline; next } on && /^  \(/ { exit } on && NF { n++ } END { print n + 0 }' "$OUT/report.txt") methods"
+fi
 say "trace: $WRAPPER_CALLS StandardWrapperValve::invoke (sonda report: ${REPORT_CALLS:-none}), $SERVLET_CALLS HttpServlet::service, $JSP_CALLS _jspService calls"
 status=0
 if [ "$WRAPPER_CALLS" = "$REQUESTS" ]; then

@@ -220,6 +220,7 @@ impl Agent {
         let state: &'static State = Box::leak(Box::new(state));
         self.current
             .store((state as *const State).cast_mut(), Ordering::Release);
+        crate::budget::set_vm(vm);
         crate::stop::watch(state, vm);
         if mode == LoadMode::Attach {
             match jni {
@@ -308,6 +309,7 @@ fn start(jvmti: Jvmti, options: &str, mode: LoadMode) -> Result<State, Refusal> 
         ))
     })?;
     let transformer = (!filter.is_empty()).then(|| Transformer::new(filter));
+    crate::budget::new_recording(first_id, config.budget.filter(|_| transformer.is_some()));
     Ok(State {
         jvmti,
         mode,

@@ -76,7 +76,22 @@ pub static READY_NS: Counter = Counter::new("ready_ns");
 /// ns to find the loaded classes to retransform at the live start.
 pub static SCAN_NS: Counter = Counter::new("scan_ns");
 
-static ALL: [&Counter; 14] = [
+/// Methods whose probes the overhead budget removed (`Meta::MethodRemoved` written).
+pub static BUDGET_REMOVED: Counter = Counter::new("budget_removed");
+/// Times the overhead budget looked (one a second while recording with a budget).
+pub static BUDGET_CHECKS: Counter = Counter::new("budget_checks");
+/// The probe pair's cost the budget calibrated, ns.
+pub static BUDGET_PAIR_NS: Counter = Counter::new("budget_pair_ns");
+/// The probes' estimated share of the process's CPU time at the budget's last look
+/// (with enough CPU time to judge), millionths, before that look's removals.
+pub static BUDGET_OVERHEAD_PPM: Counter = Counter::new("budget_overhead_ppm");
+
+/// The collector's CPU ns per agent event the budget measured (0: not visible).
+pub static BUDGET_COLLECTOR_EVENT_NS: Counter = Counter::new("budget_collector_event_ns");
+/// Looks of the budget that found events dropped (full rings) since the previous.
+pub static BUDGET_DROPPED_LOOKS: Counter = Counter::new("budget_dropped_looks");
+
+static ALL: [&Counter; 20] = [
     &CLASSES_INSTRUMENTED,
     &CLASSES_RESTORED,
     &METHODS_INSTRUMENTED,
@@ -91,6 +106,12 @@ static ALL: [&Counter; 14] = [
     &NAMING_NS,
     &READY_NS,
     &SCAN_NS,
+    &BUDGET_REMOVED,
+    &BUDGET_CHECKS,
+    &BUDGET_PAIR_NS,
+    &BUDGET_OVERHEAD_PPM,
+    &BUDGET_COLLECTOR_EVENT_NS,
+    &BUDGET_DROPPED_LOOKS,
 ];
 
 /// Sets every counter back to zero: each recording reports its own totals.

@@ -144,7 +144,7 @@ pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>
 
 /// Retransforms the loaded classes the filter may match (probes ready), unless the
 /// recording was stopped meanwhile; then says the recording runs.
-fn instrument_loaded(state: &State, jni: &Jni<'_>) {
+fn instrument_loaded(state: &'static State, jni: &Jni<'_>) {
     if let Some(t) = &state.transformer {
         let _serial = state.transforming.lock();
         if !state.stopped.load(Ordering::Acquire) {
@@ -156,11 +156,12 @@ fn instrument_loaded(state: &State, jni: &Jni<'_>) {
 
 /// Tells the collector the recording runs (instrumentation in place), unless it is
 /// already over.
-fn recording(state: &State) {
+fn recording(state: &'static State) {
     let since = state.live_since.load(Ordering::Acquire);
     counters::READY_NS.set(os::monotonic_ns().saturating_sub(since));
     if !state.stopped.load(Ordering::Acquire) {
         state.region.set_agent_state(AgentState::Recording);
+        crate::budget::start(state);
     }
 }
 
@@ -170,6 +171,7 @@ pub fn finish(state: &State) {
     if state.ended.swap(true, Ordering::AcqRel) {
         return;
     }
+    crate::budget::end_recording();
     if let Some(t) = &state.transformer {
         t.report_unmatched();
     }

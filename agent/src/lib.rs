@@ -13,7 +13,8 @@
 //! (per-thread rings), `clock`, `events` (what each JVMTI event does), `threads`
 //! (naming), `probe` (the hot-path natives), `transform` (ClassFileLoadHook and
 //! retransformation, with `class_files` to look into classes before), `stop` (the
-//! collector's stop request), `monitors`, `meta` and `counters` (the metadata log), `os`
+//! collector's stop request), `budget` (the overhead budget: per-method call rates
+//! sampled by the probes, and removing the costliest methods' probes), `monitors`, `meta` and `counters` (the metadata log), `os`
 //! (system calls), `agent` (start-up and state). The option string and the collector's
 //! configuration are decoded by `sonda_shm::config`, beside their encoders.
 //!
@@ -24,6 +25,7 @@
 //! function addresses).
 
 mod agent;
+mod budget;
 mod buffers;
 pub mod capi;
 mod class_files;

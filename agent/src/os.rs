@@ -31,6 +31,29 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The CPU time this process has used, all threads (`CLOCK_PROCESS_CPUTIME_ID`, ns):
+/// what the overhead budget weighs the probes' cost against.
+pub fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid clock id and a valid out-pointer to a local timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Clock ticks a second of `/proc/<pid>/stat`'s CPU times (`sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if n > 0 {
+        n as u64
+    } else {
+        100
+    }
+}
+
 /// The calling thread's kernel id (`gettid`): a real system call (~100 ns), so callers
 /// cache it per thread.
 pub fn gettid() -> u32 {

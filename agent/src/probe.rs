@@ -167,7 +167,9 @@ fn probe(kind: u8, id: jint) {
     guard("SondaProbe", (), || {
         let id = id as u32;
         if id >= FIRST_ID.load(Ordering::Relaxed) {
-            buffers::record(clock::now(), kind, id)
+            let now = clock::now();
+            buffers::record(now, kind, id);
+            crate::budget::on_probe(kind, id, now);
         }
     });
 }

@@ -67,6 +67,7 @@ pub fn stop(state: &State, jni: &Jni<'_>) {
     if state.stopped.swap(true, Ordering::AcqRel) {
         return;
     }
+    crate::budget::end_recording();
     for &event in state.events.get().map(Vec::as_slice).unwrap_or_default() {
         if event != Event::ClassFileLoadHook {
             let _ = state.jvmti.set_event(event, false);

@@ -72,6 +72,8 @@ struct MethodId {
     id: u32,
     /// Whether its `Meta::Method` was written (only once a rewrite succeeded).
     described: bool,
+    /// Whether the overhead budget took it out: the selector refuses it from then on.
+    excluded: bool,
 }
 
 impl Transformer {
@@ -164,15 +166,17 @@ impl Transformer {
         };
         let mut ids = self.ids.lock().ok()?;
         if let Some(e) = ids.get(&key) {
-            return Some(e.id);
+            return (!e.excluded).then_some(e.id);
         }
         let id = buffers::region()?.next_method_id()?;
         probe::note_id(id);
+        crate::budget::note_method(id);
         ids.insert(
             key,
             MethodId {
                 id,
                 described: false,
+                excluded: false,
             },
         );
         Some(id)
@@ -325,6 +329,80 @@ impl Transformer {
             None
         });
         selected || parsed.is_err()
+    }
+
+    /// Marks `ids` as excluded (the overhead budget removes them): the selector refuses
+    /// them from now on, in every class rewritten later. Returns each id found with
+    /// the internal name of its class, which the caller retransforms.
+    pub fn exclude(&self, ids: &[u32]) -> Vec<(u32, String)> {
+        let wanted: HashSet<u32> = ids.iter().copied().collect();
+        let Ok(mut map) = self.ids.lock() else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for (key, e) in map.iter_mut() {
+            if wanted.contains(&e.id) {
+                e.excluded = true;
+                found.push((e.id, key.class.clone()));
+            }
+        }
+        found
+    }
+
+    /// Takes `id` back in (its class could not be retransformed without it: it keeps
+    /// its probes, and the selector must give them again).
+    pub fn include_again(&self, id: u32) {
+        if let Ok(mut map) = self.ids.lock() {
+            if let Some(e) = map.values_mut().find(|e| e.id == id) {
+                e.excluded = false;
+            }
+        }
+    }
+
+    /// The internal name of the class that declares method `id`.
+    pub fn class_of(&self, id: u32) -> Option<String> {
+        let map = self.ids.lock().ok()?;
+        map.iter()
+            .find(|(_, e)| e.id == id)
+            .map(|(k, _)| k.class.clone())
+    }
+
+    /// Retransforms every loaded class named in `names` (internal names), in one call
+    /// (one safepoint, one round of deoptimisation: one class at a time, 300 classes
+    /// took 8 s of Tomcat's throughput), else, when that fails, one at a time so that
+    /// one refusal leaves the others done. Returns the names of which some class failed
+    /// (it keeps its current code, with a warning: a failed retransformation never
+    /// changes a class).
+    pub fn retransform_named(
+        &self,
+        jvmti: Jvmti,
+        jni: &Jni<'_>,
+        names: &HashSet<String>,
+    ) -> HashSet<String> {
+        let mut failed = HashSet::new();
+        if names.is_empty() {
+            return failed;
+        }
+        let Some(classes) = self.loaded_classes(jvmti, jni, |_, name| names.contains(name)) else {
+            return names.clone();
+        };
+        let refs: Vec<Local<'_>> = classes.iter().map(|c| c.0).collect();
+        if jvmti.retransform_classes(&refs).is_err() {
+            for (class, name) in &classes {
+                if let Err(e) = jvmti.retransform_classes(&[*class]) {
+                    counters::RETRANSFORM_FAILURES.incr();
+                    meta::warning(format!(
+                        "class {} not retransformed for the overhead budget, its methods stay traced: {e}",
+                        meta::dotted(name)
+                    ));
+                    failed.insert(name.clone());
+                }
+            }
+        }
+        for class in refs {
+            jni.delete_local(class);
+        }
+        failed
     }
 
     /// Warnings for include patterns that selected no method (written at the end).

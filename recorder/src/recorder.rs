@@ -79,6 +79,9 @@ pub struct Settings<'a> {
     pub subject: Subject<'a>,
     /// The validated `--methods` filter.
     pub methods: MethodFilter,
+    /// The agent's overhead budget (`--budget`), hundredths of a percent
+    /// (`sonda_shm::config::AgentConfig::budget`).
+    pub budget: Option<u32>,
     /// Bytes of kernel ring per CPU.
     pub kernel_ring: usize,
     /// The agent buffer's sizes the user gave (bytes of ring per thread, slots:
@@ -369,6 +372,7 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         &s.buffer,
         &AgentSettings {
             methods: s.methods.patterns().to_vec(),
+            budget: s.budget,
             wanted: s.agent_sizes,
             clock: agent_clock,
             attach: attached,

@@ -4,7 +4,8 @@
 //! - [`AgentConfig`]: the configuration the collector leaves in the buffer file's header
 //!   ([`crate::Region::create`] writes it, [`crate::Region::config`] reads it back), one
 //!   `key=value` per line: `mode=launch|attach`, `methods=<pattern>` (repeatable, in
-//!   order, `!` excludes), `monitors=0|1`, `gc=0|1`.
+//!   order, `!` excludes), `monitors=0|1`, `gc=0|1`, `budget=<percent>` (the overhead
+//!   budget, up to two decimals: `5`, `0.5`; absent: none).
 //! - [`AgentOptions`]: the JVM agent option string (`-agentpath:libsonda.so=<options>`, or
 //!   the attach request's), `key=value` pairs separated by `,`: `shm=<buffer file>`.
 //!
@@ -50,6 +51,40 @@ pub struct AgentConfig {
     pub gc: bool,
     /// `mode=`, if given.
     pub mode: Option<Mode>,
+    /// The overhead budget (`budget=`), in hundredths of a percent of the process's
+    /// CPU time: the agent removes the probes of the methods that cost most until its
+    /// estimated overhead is below it. `None`: no budget, every selected method stays
+    /// traced. Hundredths, not a float, so that the configuration stays `Eq` and its
+    /// text round-trips exactly.
+    pub budget: Option<u32>,
+}
+
+/// The largest budget, in hundredths of a percent: 100%.
+pub const MAX_BUDGET: u32 = 10_000;
+
+/// `text` (a percentage with up to two decimals, above 0 and at most 100) in
+/// hundredths of a percent; `None` for anything else. Shared by the CLI's `--budget`
+/// and the configuration's `budget=`.
+pub fn parse_budget(text: &str) -> Option<u32> {
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 2 || whole.len() > 3 {
+        return None;
+    }
+    let whole: u32 = whole.parse().ok()?;
+    let frac: u32 = format!("{frac:0<2}").parse().ok()?;
+    let value = whole * 100 + frac;
+    (1..=MAX_BUDGET).contains(&value).then_some(value)
+}
+
+/// Hundredths of a percent as the text [`parse_budget`] reads (`5`, `0.5`, `12.25`).
+pub fn budget_text(hundredths: u32) -> String {
+    let (whole, frac) = (hundredths / 100, hundredths % 100);
+    match frac {
+        0 => whole.to_string(),
+        f if f % 10 == 0 => format!("{whole}.{}", f / 10),
+        f => format!("{whole}.{f:02}"),
+    }
 }
 
 impl Default for AgentConfig {
@@ -61,6 +96,7 @@ impl Default for AgentConfig {
             monitors: true,
             gc: true,
             mode: None,
+            budget: None,
         }
     }
 }
@@ -83,6 +119,8 @@ pub enum ConfigError {
     /// A `methods` pattern the text cannot carry: it holds a line break, or starts or
     /// ends with whitespace (which decoding trims).
     Unencodable(String),
+    /// A budget outside 1..=[`MAX_BUDGET`] hundredths of a percent.
+    BadBudget(u32),
 }
 
 impl fmt::Display for ConfigError {
@@ -105,6 +143,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "method pattern '{}' cannot be passed to agents (it holds a line break or surrounding whitespace)",
                 one_line(pattern)
+            ),
+            ConfigError::BadBudget(b) => write!(
+                f,
+                "overhead budget {} is not above 0% and at most 100%",
+                budget_text(*b)
             ),
         }
     }
@@ -136,6 +179,14 @@ impl AgentConfig {
         }
         if !self.gc {
             text.push_str("gc=0\n");
+        }
+        if let Some(b) = self.budget {
+            if !(1..=MAX_BUDGET).contains(&b) {
+                return Err(ConfigError::BadBudget(b));
+            }
+            text.push_str("budget=");
+            text.push_str(&budget_text(b));
+            text.push('\n');
         }
         Ok(text)
     }
@@ -169,6 +220,12 @@ impl AgentConfig {
                 "methods" => config.methods.push(value.to_string()),
                 "monitors" => config.monitors = flag()?,
                 "gc" => config.gc = flag()?,
+                "budget" => {
+                    config.budget = Some(
+                        parse_budget(value)
+                            .ok_or_else(|| bad("a percentage above 0, at most 100"))?,
+                    )
+                }
                 "mode" => {
                     config.mode = Some(match value {
                         "launch" => Mode::Launch,
@@ -299,7 +356,48 @@ mod tests {
             monitors,
             gc,
             mode,
+            budget: None,
         }
+    }
+
+    #[test]
+    fn budget_text_round_trips_and_refuses_what_is_not_a_percentage() {
+        for (text, v) in [
+            ("5", 500),
+            ("0.5", 50),
+            ("0.05", 5),
+            ("12.25", 1225),
+            ("100", 10_000),
+            ("1.50", 150),
+        ] {
+            assert_eq!(parse_budget(text), Some(v), "{text}");
+        }
+        for v in [1, 5, 50, 150, 500, 1225, 10_000] {
+            assert_eq!(parse_budget(&budget_text(v)), Some(v));
+        }
+        for bad in [
+            "", "0", "0.0", "100.01", "101", "-1", "1e2", "5%", ".5", "5.", "0.001", " 5", "abc",
+        ] {
+            let parsed = parse_budget(bad);
+            // "5." reads as 5 with no decimals: allowed.
+            if bad == "5." {
+                assert_eq!(parsed, Some(500));
+            } else {
+                assert_eq!(parsed, None, "{bad:?}");
+            }
+        }
+        let mut c = AgentConfig {
+            budget: Some(50),
+            ..AgentConfig::default()
+        };
+        assert_eq!(c.encode().unwrap(), "budget=0.5\n");
+        assert_eq!(AgentConfig::decode("budget=0.5").unwrap(), c);
+        assert!(matches!(
+            AgentConfig::decode("budget=0"),
+            Err(ConfigError::BadValue { .. })
+        ));
+        c.budget = Some(0);
+        assert_eq!(c.encode(), Err(ConfigError::BadBudget(0)));
     }
 
     #[test]

@@ -167,6 +167,7 @@ fn the_configuration_crosses_the_file_and_a_bad_text_is_an_error() {
         monitors: false,
         gc: true,
         mode: Some(Mode::Launch),
+        budget: Some(500),
     };
     let good = dir.path().join("good");
     Region::create(&good, geo, Clock::Monotonic, &config).unwrap();

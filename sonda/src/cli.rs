@@ -149,6 +149,15 @@ pub struct RecordingArgs {
     #[arg(long = "methods", value_name = "FILTER")]
     pub methods: Vec<String>,
 
+    /// Overhead budget for method tracing, in percent of the traced JVM's CPU time
+    /// (above 0, at most 100, up to two decimals; needs --methods). The agent measures
+    /// each traced method's call rate and duration, and while its estimated cost
+    /// exceeds the budget it removes the probes of the methods that cost most for what
+    /// they tell (very frequent, very short calls). Each removal is in the trace
+    /// (`sonda report` lists them); the calls recorded before it stay.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_budget)]
+    pub budget: Option<u32>,
+
     /// Kernel event buffer per CPU (e.g. 16M; rounded up to a power of two, 4K to 1G,
     /// and all CPUs' within the available memory). Larger buffers lose fewer events
     /// when the machine is saturated.
@@ -380,6 +389,12 @@ pub fn parse_agent_buffer(text: &str) -> Result<u32, String> {
         .filter(|r| AGENT_BUFFER_RANGE.contains(r))
         .and_then(|r| u32::try_from(r).ok())
         .ok_or_else(|| "must be between 4K and 2G".to_string())
+}
+
+/// Parses `--budget`: a percentage above 0 and at most 100, in hundredths of a percent.
+pub fn parse_budget(text: &str) -> Result<u32, String> {
+    sonda_shm::config::parse_budget(text.trim().trim_end_matches('%'))
+        .ok_or_else(|| format!("not a percentage above 0 and at most 100 (up to two decimals, e.g. 5 or 0.5): {text:?}"))
 }
 
 /// Parses `--agent-slots`: a number of slots from 1 to 65536.

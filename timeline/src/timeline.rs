@@ -12,8 +12,8 @@ use sonda_trace::{Cpu, Event, Pid, Record, Source, SwitchOut, Tid, Time};
 
 use crate::jvm::{GcTracker, MonitorWaitOpen};
 use crate::output::{
-    At, CallEnter, CallExit, Edge, Frame, GcSpan, Migration, MonitorWait, OnCpu, Sink, ThreadIx,
-    UserValue, WakeEdge,
+    At, CallEnter, CallExit, Edge, ExitKind, Frame, GcSpan, Migration, MonitorWait, OnCpu, Sink,
+    ThreadIx, UserValue, WakeEdge,
 };
 use crate::procfs::Sample;
 use crate::sched::{evidence, Sched, ThreadStats};
@@ -47,6 +47,12 @@ pub struct Repairs {
     pub kernel_lost: u64,
     /// Agent records dropped (sum of `Event::Dropped`).
     pub agent_dropped: u64,
+    /// Calls of methods the overhead budget removed (`Meta::MethodRemoved`) whose leave
+    /// never came: closed as [`ExitKind::Unfinished`] where their caller left, since
+    /// no probe was left to record the end, rather than counted as unwound (which
+    /// says events were lost). Those closed at the thread's or trace's end count in
+    /// `unfinished_calls` as any.
+    pub removed_calls: u64,
 }
 
 /// A wake edge waiting for its wakee to run.
@@ -86,6 +92,9 @@ pub struct Timeline {
     rounds: (Option<Time>, Option<Time>),
     /// Whether an `Event::Migrate` came: the trace counts migrations itself.
     saw_migrate: bool,
+    /// Methods whose probes the overhead budget removed, with when
+    /// (`Meta::MethodRemoved`; see [`Timeline::removed_methods`]).
+    removed: FxHashMap<u32, Time>,
 }
 
 /// The threads a record names: up to two.
@@ -131,6 +140,19 @@ impl Timeline {
             unpresumed,
             rounds: (None, None),
             saw_migrate: false,
+            removed: FxHashMap::default(),
+        }
+    }
+
+    /// Tells the timeline which methods the agent's overhead budget removed and when
+    /// (the trace's `Meta::MethodRemoved` records, `TraceMeta::removals`). Their calls
+    /// recorded before stay as they are; a frame of such a method that is still open
+    /// after its removal when a call below it leaves is closed as unfinished there (its
+    /// probes were gone, so its leave could not be recorded), not as a repair.
+    pub fn removed_methods(&mut self, removed: impl IntoIterator<Item = (u32, Time)>) {
+        for (id, at) in removed {
+            let t = self.removed.entry(id).or_insert(at);
+            *t = (*t).min(at);
         }
     }
 
@@ -676,11 +698,26 @@ impl Timeline {
         };
         let at = self.at_index(i, time);
         let run = self.tracks[i].sched.running_ns(time);
-        match self.tracks[i]
+        let removed = &self.removed;
+        let mut removed_calls = 0;
+        let outcome = self.tracks[i]
             .stack
-            .leave(frame, exception, time, run, |c| out.exit(&exit(at, c)))
-        {
-            LeaveOutcome::Matched { unwound } => self.repairs.unwound_calls += unwound as u64,
+            .leave(frame, exception, time, run, |mut c| {
+                let gone = match c.frame {
+                    Frame::Method(id) => removed.get(&id).is_some_and(|&r| r <= time),
+                    Frame::Func(_) => false,
+                };
+                if c.kind == ExitKind::Unwound && gone {
+                    c.kind = ExitKind::Unfinished;
+                    removed_calls += 1;
+                }
+                out.exit(&exit(at, c))
+            });
+        match outcome {
+            LeaveOutcome::Matched { unwound } => {
+                self.repairs.unwound_calls += unwound as u64 - removed_calls;
+                self.repairs.removed_calls += removed_calls;
+            }
             LeaveOutcome::Unmatched => self.repairs.unmatched_leaves += 1,
         }
     }

@@ -77,7 +77,7 @@ pub struct BlockHeader {
 }
 
 /// The last minor version of major 1 (a file written with [`Encoding::Fixed`] only).
-pub const MINOR_OF_1: u16 = 3;
+pub const MINOR_OF_1: u16 = 4;
 
 /// Encodes a file header.
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {
@@ -85,7 +85,7 @@ pub fn file_header() -> [u8; FILE_HEADER_LEN] {
 }
 
 /// Encodes the header of a file whose events blocks are in `encoding`: 2.0 for compact
-/// ones, 1.3 for fixed ones (which every reader of major 1 reads).
+/// ones, 1.4 for fixed ones (which every reader of major 1 reads).
 pub fn file_header_for(encoding: Encoding) -> [u8; FILE_HEADER_LEN] {
     let (major, minor) = match encoding {
         Encoding::Compact => (MAJOR, MINOR),

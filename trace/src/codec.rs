@@ -53,6 +53,7 @@ mod tag {
     pub const MAPPING: u8 = 72;
     pub const USER_TYPE: u8 = 73;
     pub const NATIVE_FUNCTION: u8 = 74;
+    pub const METHOD_REMOVED: u8 = 75;
 }
 
 /// Writes one record body straight into the payload (no buffer per record). In the
@@ -396,6 +397,20 @@ fn meta_body(b: &mut Body<'_>, meta: &Meta) -> u8 {
         Meta::NativeFunction { id, pid, addr } => {
             b.u32(*id).u32(pid.0).u64(*addr);
             tag::NATIVE_FUNCTION
+        }
+        Meta::MethodRemoved {
+            id,
+            time,
+            rate,
+            mean_ns,
+            overhead_ppm,
+        } => {
+            b.u32(*id)
+                .u64(time.0)
+                .u64(*rate)
+                .u64(*mean_ns)
+                .u64(*overhead_ppm);
+            tag::METHOD_REMOVED
         }
     }
 }
@@ -809,6 +824,13 @@ fn decode_meta(tag: u8, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
             id: f.u32()?,
             pid: f.pid()?,
             addr: f.u64()?,
+        },
+        tag::METHOD_REMOVED => Meta::MethodRemoved {
+            id: f.u32()?,
+            time: Time(f.u64()?),
+            rate: f.u64()?,
+            mean_ns: f.u64()?,
+            overhead_ppm: f.u64()?,
         },
         _ => return Ok(Item::Unknown(tag)),
     };

@@ -27,7 +27,7 @@ pub use damage::{Damage, SkippedRegion};
 pub use reader::{ReadError, TraceReader};
 pub use record::{Event, Meta, Record, Runtime, Source};
 pub use scan::{
-    Events, MethodInfo, NativeFunctionInfo, ProcessInfo, ThreadInfo, TraceInfo, TraceMeta,
+    Events, MethodInfo, NativeFunctionInfo, ProcessInfo, Removal, ThreadInfo, TraceInfo, TraceMeta,
 };
 pub use types::{Cpu, Pid, SwitchOut, Tid, Time};
 pub use writer::TraceWriter;

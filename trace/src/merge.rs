@@ -397,6 +397,15 @@ fn merged_meta(metas: &[TraceMeta], inputs: &[Input], tool: &str) -> Vec<Meta> {
                 addr: f.addr,
             });
         }
+        for r in &meta.removals {
+            out.push(Meta::MethodRemoved {
+                id: r.id + input.method_shift,
+                time: r.time,
+                rate: r.rate,
+                mean_ns: r.mean_ns,
+                overhead_ppm: r.overhead_ppm,
+            });
+        }
         let mut classes: Vec<_> = meta.monitor_classes.iter().collect();
         classes.sort_by_key(|c| c.0);
         for (&id, name) in classes {

@@ -364,6 +364,24 @@ pub enum Meta {
         /// The function's address in that process.
         addr: u64,
     },
+    /// The agent's overhead budget (`--budget`) removed the probes of method `id`: its
+    /// calls after `time` are not recorded. Calls recorded before stay valid; a call in
+    /// flight at `time` still records its leave (the JVM finishes it in the old,
+    /// instrumented code), and a reader closes one whose leave never comes as unfinished
+    /// rather than as a repair of lost events. Since minor 4.
+    MethodRemoved {
+        /// The method id (a [`Meta::Method`] of its own).
+        id: u32,
+        /// When the probes were gone (`CLOCK_MONOTONIC` ns, the trace's clock).
+        time: Time,
+        /// The method's call rate the agent measured before removing it (calls a second).
+        rate: u64,
+        /// The method's mean duration the agent measured (inclusive ns a call).
+        mean_ns: u64,
+        /// The share of the process's CPU time the agent estimated its probes cost, in
+        /// millionths.
+        overhead_ppm: u64,
+    },
 }
 
 impl Event {

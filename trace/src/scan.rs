@@ -89,6 +89,21 @@ impl MethodInfo {
     }
 }
 
+/// A method whose probes the agent's overhead budget removed ([`Meta::MethodRemoved`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removal {
+    /// The method id.
+    pub id: u32,
+    /// When its probes were gone.
+    pub time: Time,
+    /// Its call rate before (calls a second).
+    pub rate: u64,
+    /// Its mean duration before (ns).
+    pub mean_ns: u64,
+    /// The share of the process's CPU its probes were estimated to cost, in millionths.
+    pub overhead_ppm: u64,
+}
+
 /// A compiler-instrumented native function ([`Meta::NativeFunction`]): its address in
 /// its process, to be resolved against the process's mappings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +137,8 @@ pub struct TraceMeta {
     pub user_types: Vec<Meta>,
     /// Method ids that stand for native functions (each also has a `methods` entry).
     pub native_functions: HashMap<u32, NativeFunctionInfo>,
+    /// Methods the overhead budget removed, in the order written (by time).
+    pub removals: Vec<Removal>,
     /// Time of the first timed record, if any.
     pub first_time: Option<Time>,
     /// Time of the last timed record, if any.
@@ -307,6 +324,19 @@ impl TraceMeta {
                     descriptor: String::new(),
                 });
             }
+            Meta::MethodRemoved {
+                id,
+                time,
+                rate,
+                mean_ns,
+                overhead_ppm,
+            } => self.removals.push(Removal {
+                id,
+                time,
+                rate,
+                mean_ns,
+                overhead_ppm,
+            }),
         }
     }
 

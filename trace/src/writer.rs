@@ -33,7 +33,7 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Starts a trace whose events blocks are in `encoding`: [`Encoding::Fixed`] writes
-    /// a 1.3 file, which readers of format 1 read too.
+    /// a 1.4 file, which readers of format 1 read too.
     pub fn with_encoding(mut out: W, encoding: Encoding) -> io::Result<TraceWriter<W>> {
         let header = file_header_for(encoding);
         out.write_all(&header)?;

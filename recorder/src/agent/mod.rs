@@ -38,6 +38,8 @@ const FULL_SCAN_EVERY: u32 = 40;
 pub struct AgentSettings {
     /// The method patterns for agents, in order (`MethodFilter::patterns`).
     pub methods: Vec<String>,
+    /// The overhead budget for agents, hundredths of a percent (`AgentConfig::budget`).
+    pub budget: Option<u32>,
     /// The sizes the user gave: per-thread slots (threads beyond these lose their
     /// events, counted) and bytes of ring per thread; the rest is chosen to fit
     /// ([`sizing`]).
@@ -136,7 +138,10 @@ impl AgentSource {
             fd,
             geo,
             settings.clock,
-            &agent_config(&settings.methods, settings.attach),
+            &AgentConfig {
+                budget: settings.budget,
+                ..agent_config(&settings.methods, settings.attach)
+            },
         ) {
             Ok(r) => r,
             Err(e) => {
@@ -556,6 +561,7 @@ mod tests {
         let filter = sonda_filter::MethodFilter::parse(&["a.B::c", "!a.B::d"]).unwrap();
         AgentSettings {
             methods: filter.patterns().to_vec(),
+            budget: None,
             wanted: Wanted {
                 slots: Some(4),
                 ring: Some(256),

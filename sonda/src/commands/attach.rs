@@ -49,6 +49,9 @@ pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
     crate::limits::check_patterns("--methods", &rec.methods)?;
     crate::limits::check_kernel_memory(rec.buffer_size)?;
     let methods = MethodFilter::parse(&rec.methods)?;
+    if rec.budget.is_some() && methods.is_empty() {
+        bail!("--budget limits the cost of method tracing: give --methods too");
+    }
     let target = Target::inspect(args.pid).map_err(|e| inspect_error(args.pid, e))?;
     let exe = std::env::current_exe().ok();
     let agent_lib = launch::find_agent(std::env::var_os(AGENT_ENV), exe.as_deref())
@@ -81,6 +84,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
             started,
         }),
         methods,
+        budget: rec.budget,
         kernel_ring: rec.buffer_size,
         agent_sizes: AgentSizes {
             slots: rec.agent_slots,

@@ -7,6 +7,7 @@
 mod architecture;
 mod attach;
 mod bad_input;
+mod budget;
 mod buffer;
 mod methods;
 mod metrics;

@@ -25,13 +25,13 @@ use std::path::PathBuf;
 use sonda_trace::ReadError;
 
 pub use summary::{
-    MethodSummary, MonitorSummary, ProcessSummary, Recording, ReportSummary, SpanStats,
-    ThreadSummary,
+    MethodSummary, MonitorSummary, ProcessSummary, Recording, RemovalSummary, ReportSummary,
+    SpanStats, ThreadSummary,
 };
 
 use crate::drive::{Driven, Trace, TraceError};
 use crate::names::{method_labels, one_line, thread_name};
-use crate::output::ThreadIx;
+use crate::output::{Frame, ThreadIx};
 use summary::Collector;
 
 /// What the report shows. Build with `ReportOptions::default()` and the `with_`
@@ -107,7 +107,8 @@ pub fn render(
 /// Computes the report's figures without printing them.
 pub fn summarize(trace: Trace) -> Result<ReportSummary, ReportError> {
     let path = trace.path().to_path_buf();
-    let mut collector = Collector::new(method_labels(trace.meta()));
+    let labels = method_labels(trace.meta());
+    let mut collector = Collector::new(labels.clone());
     let Driven {
         mut meta,
         timeline,
@@ -189,7 +190,28 @@ pub fn summarize(trace: Trace) -> Result<ReportSummary, ReportError> {
             .then(a.label.cmp(&b.label))
     });
 
+    let removals = meta
+        .removals
+        .iter()
+        .map(|r| RemovalSummary {
+            id: r.id,
+            label: labels
+                .get(&r.id)
+                .cloned()
+                .unwrap_or_else(|| format!("method {}", r.id)),
+            at_ns: r.time.since(origin),
+            rate: r.rate,
+            mean_ns: r.mean_ns,
+            overhead_ppm: r.overhead_ppm,
+            calls: methods
+                .iter()
+                .find(|m| m.frame == Frame::Method(r.id))
+                .map_or(0, |m| m.calls),
+        })
+        .collect();
+
     Ok(ReportSummary {
+        removals,
         recording,
         processes,
         monitors,

@@ -27,6 +27,8 @@ pub struct ReportSummary {
     pub counters: BTreeMap<String, u64>,
     /// What the timeline repaired, and the losses that made it necessary.
     pub repairs: Repairs,
+    /// Methods the agent's overhead budget removed (`--budget`), in the order removed.
+    pub removals: Vec<RemovalSummary>,
     /// The recording's warnings.
     pub warnings: Vec<String>,
     /// The first damage, when the trace is cut short or damaged (the report covers
@@ -126,6 +128,27 @@ pub struct MonitorSummary {
     pub name: String,
     /// The waits.
     pub waits: SpanStats,
+}
+
+/// A method whose probes the agent's overhead budget removed (`Meta::MethodRemoved`):
+/// what it cost and when it went, so that a reader knows its calls after that are
+/// missing rather than absent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovalSummary {
+    /// The method id.
+    pub id: u32,
+    /// Its label, as in [`MethodSummary::label`].
+    pub label: String,
+    /// When its probes were gone, ns after the recording's start.
+    pub at_ns: u64,
+    /// Its call rate the agent measured (calls a second).
+    pub rate: u64,
+    /// Its mean duration the agent measured (ns).
+    pub mean_ns: u64,
+    /// The share of the process's CPU its probes were estimated to cost (millionths).
+    pub overhead_ppm: u64,
+    /// Calls of it in the trace (recorded before the removal).
+    pub calls: u64,
 }
 
 /// Calls of one method or native function.

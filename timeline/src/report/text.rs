@@ -43,6 +43,7 @@ pub(crate) fn write(
     gc(s, out)?;
     monitors(s, out)?;
     methods(s, out, max_methods)?;
+    removals(s, out)?;
     losses(s, out)?;
     if !s.warnings.is_empty() {
         writeln!(out, "\nWarnings")?;
@@ -268,6 +269,35 @@ fn methods(s: &ReportSummary, out: &mut dyn Write, max: Option<usize>) -> io::Re
     writeln!(out, "  (inclusive: wall time with nested calls; exclusive: without; running: on a CPU, nested included)")
 }
 
+/// The methods the overhead budget removed: the user learns which methods were too hot
+/// to trace, and that their calls after the removal are missing.
+fn removals(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
+    if s.removals.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nMethods removed by the overhead budget")?;
+    let mut t = Table::new(&[
+        ("method", Align::Left),
+        ("removed at", Align::Right),
+        ("calls/s", Align::Right),
+        ("mean", Align::Right),
+        ("overhead", Align::Right),
+        ("calls recorded", Align::Right),
+    ]);
+    for r in &s.removals {
+        t.row(vec![
+            r.label.clone(),
+            duration(r.at_ns),
+            r.rate.to_string(),
+            duration(r.mean_ns),
+            format!("{:.1}%", r.overhead_ppm as f64 / 10_000.0),
+            r.calls.to_string(),
+        ]);
+    }
+    t.write(out, 2)?;
+    writeln!(out, "  (measured by the agent before removing the probes; calls after the removal are not in the trace; overhead: estimated share of the process's CPU time)")
+}
+
 fn losses(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "\nDropped or lost")?;
     let mut t = Table::headless(&[Align::Left, Align::Right, Align::Left]);
@@ -307,6 +337,10 @@ fn losses(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
             "calls closed because an outer call returned first",
         ),
         (r.unmatched_leaves, "returns without a call, ignored"),
+        (
+            r.removed_calls,
+            "calls of removed methods closed where their caller returned",
+        ),
         (
             r.unfinished_calls,
             "calls still open at their thread's or the trace's end",

@@ -3,5 +3,6 @@
 mod drive;
 mod migrations;
 mod procfs;
+mod removals;
 mod report;
 mod showcase;

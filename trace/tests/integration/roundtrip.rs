@@ -184,6 +184,13 @@ fn sample_meta() -> Vec<Meta> {
             pid: Pid(10),
             addr: 0x40_1136,
         },
+        Meta::MethodRemoved {
+            id: 1,
+            time: Time(1_500),
+            rate: 12_000_000,
+            mean_ns: 14,
+            overhead_ppm: 230_000,
+        },
     ]
 }
 
@@ -244,7 +251,7 @@ fn every_record_round_trips() {
     assert_eq!(m.last_time, Some(records.last().unwrap().time));
 }
 
-/// A file of format 1.3 (fixed-size integers, what sonda wrote before 2.0) reads as it
+/// A file of format 1.4 (fixed-size integers, what sonda wrote before 2.0) reads as it
 /// did, and says so in its header; the compact file of the same records is less than
 /// two thirds of its size.
 #[test]
@@ -252,7 +259,7 @@ fn a_format_1_file_still_reads_and_compact_is_smaller() {
     let records = sample_records();
     let meta = sample_meta();
     let old = write_trace_in(Encoding::Fixed, &records, &meta, true);
-    assert_eq!(&old[8..12], &[1, 0, 3, 0], "major 1, minor 3");
+    assert_eq!(&old[8..12], &[1, 0, 4, 0], "major 1, minor 4");
     let f = to_file(&old);
     let read: Vec<Record> = Events::open(f.path())
         .unwrap()
