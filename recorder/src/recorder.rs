@@ -45,6 +45,7 @@ use crate::agent::{AgentSettings, AgentSource};
 use crate::child::{self, Child};
 use crate::follow::{Follow, ProcLookup};
 use crate::kernel::reader_thread::KernelReader;
+use crate::kernel::task_filter::TaskFilter;
 use crate::kernel::{KernelError, KernelSource, KernelStats};
 use crate::procfs::{self, ProcSampler};
 use crate::tsc::{self, Calibration};
@@ -310,6 +311,7 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.samples", s.samples));
             counters.push(c("kernel.undecodable", s.undecodable));
             counters.push(c("kernel.switches_recovered", s.repaired));
+            counters.push(c("kernel.switch_records_skipped", s.switch_records_skipped));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
             counters.push(c("kernel.ftrace", u64::from(s.ftrace)));
             counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
@@ -448,6 +450,23 @@ struct Opened<W: Write> {
 }
 
 impl<W: Write> Opened<W> {
+    /// Makes the kernel record the scheduler events of `tids` and of what they create
+    /// only (`kernel::task_filter`); the filter, if it is on. `SONDA_TASK_FILTER=0`
+    /// records every task's events (for benchmarks of the filter).
+    fn task_filter(&self, tids: &[u32]) -> Option<TaskFilter> {
+        if std::env::var_os("SONDA_TASK_FILTER").is_some_and(|v| v == "0") {
+            return None;
+        }
+        let filter = self.kernel.as_ref()?.task_filter()?;
+        match filter.follow(tids) {
+            Ok(()) => Some(filter),
+            Err(e) => {
+                say!("sonda: no kernel task filter ({e}); recording every task's scheduler events");
+                None
+            }
+        }
+    }
+
     /// Turns the kernel events on and starts their reader.
     fn start_kernel(&mut self) -> anyhow::Result<Option<KernelReader>> {
         Ok(match self.kernel.take() {
@@ -494,6 +513,9 @@ fn launch(
     agent_lib: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
     child::install_forwarding().context("cannot install signal handlers")?;
+    // The command is forked by this thread: with this thread listed, the kernel lists
+    // the command from its first instruction (event-fork), and all it creates.
+    let filter = opened.task_filter(&[crate::sys::gettid()]);
     let kernel = opened.start_kernel()?;
     let agent_path = opened.agent.get().path().to_path_buf();
     let option = agent_lib
@@ -511,6 +533,13 @@ fn launch(
     )
     .with_context(|| format!("cannot start {}", argv0.to_string_lossy()))?;
     let began = Instant::now();
+    if let Some(f) = &filter {
+        // The collector's own threads (and what they create) are not recorded. Kernels
+        // before 5.8 have no such list: the follower drops them, as without a filter.
+        let own = procfs::tasks_of(Pid(std::process::id())).map(|(_, t)| t);
+        let tids: Vec<u32> = own.iter().flatten().map(|t| t.tid.0).collect();
+        let _ = f.exclude(&tids);
+    }
 
     let root = Pid(command.pid());
     let name = Path::new(argv0)
@@ -675,6 +704,28 @@ fn run<W: Write>(rec: &mut Recording<W>, command: &mut Child) -> io::Result<i32>
     Ok(code)
 }
 
+/// Lists the threads of `pid` created since `given` was read, until a look finds none:
+/// a thread created by a listed thread after its listing is listed by the kernel, one
+/// created before is not.
+fn follow_new_threads(filter: &TaskFilter, pid: Pid, mut given: Vec<u32>) {
+    given.sort_unstable();
+    for _ in 0..16 {
+        let Some((_, now)) = procfs::tasks_of(pid) else {
+            return;
+        };
+        let new: Vec<u32> = now
+            .iter()
+            .map(|t| t.tid.0)
+            .filter(|t| given.binary_search(t).is_err())
+            .collect();
+        if new.is_empty() || filter.follow(&new).is_err() {
+            return;
+        }
+        given.extend(new);
+        given.sort_unstable();
+    }
+}
+
 /// Attaches to a running JVM and records it until the attach ends (see the module
 /// documentation).
 fn attach(mut opened: Opened<BufWriter<File>>, a: Attach<'_>) -> anyhow::Result<Outcome> {
@@ -687,6 +738,10 @@ fn attach(mut opened: Opened<BufWriter<File>>, a: Attach<'_>) -> anyhow::Result<
     let before = clock::monotonic();
     let (process, tasks) =
         procfs::tasks_of(pid).ok_or_else(|| anyhow::anyhow!("process {pid} exited"))?;
+    let tids: Vec<u32> = tasks.iter().map(|t| t.tid.0).collect();
+    if let Some(f) = opened.task_filter(&tids) {
+        follow_new_threads(&f, pid, tids);
+    }
     let kernel = opened.start_kernel()?;
     let (mut follow, root_meta) = Follow::new(ProcLookup, pid, Pid(process.ppid), &process.comm);
     opened.writer.meta(&root_meta);

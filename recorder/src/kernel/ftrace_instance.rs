@@ -185,6 +185,11 @@ impl Instance {
         Ok(())
     }
 
+    /// The instance's task filter (off until tids are given to it).
+    pub fn task_filter(&self) -> super::task_filter::TaskFilter {
+        super::task_filter::TaskFilter::new(self.dir.clone())
+    }
+
     /// Bytes of one page, what one read of a CPU's pipe returns.
     pub fn page_size(&self) -> usize {
         self.page_size

@@ -26,6 +26,7 @@ use super::ftrace_page::{Missed, Page, PageLayout};
 use super::perf_record::{self, PerfRecord};
 use super::perf_ring::KernelRings;
 use super::sched_events::{Hit, SchedDecoder};
+use super::task_filter::{Mirror, TaskFilter};
 use super::tgids::Tgids;
 use super::KernelStats;
 use crate::clock;
@@ -66,6 +67,11 @@ pub struct FtraceSource {
     /// Index in `cpus` by CPU number.
     by_cpu: Vec<Option<usize>>,
     tgids: Tgids,
+    /// The instance's task filter and the source's copy of its list.
+    filter: TaskFilter,
+    mirror: Mirror,
+    /// Switch-in records skipped: neither task is in the filter's list.
+    unfiltered_switches: u64,
     stats: KernelStats,
     page: Vec<u8>,
     /// CPUs whose perf ring the last read did not empty.
@@ -101,7 +107,12 @@ impl FtraceSource {
         for (i, c) in cpus.iter().enumerate() {
             by_cpu[usize::from(c.cpu)] = Some(i);
         }
+        let filter = instance.task_filter();
+        let mirror = filter.mirror();
         FtraceSource {
+            filter,
+            mirror,
+            unfiltered_switches: 0,
             page: vec![0; layout.page_size()],
             instance,
             layout,
@@ -118,6 +129,11 @@ impl FtraceSource {
             reads: 0,
             stopped: false,
         }
+    }
+
+    /// The instance's task filter, for the recorder to give it the traced tasks.
+    pub fn task_filter(&self) -> TaskFilter {
+        self.filter.clone()
     }
 
     /// Starts recording.
@@ -146,6 +162,7 @@ impl FtraceSource {
         } else {
             clock::monotonic().0.saturating_sub(SLACK.as_nanos() as u64)
         };
+        self.mirror.update();
         self.read_switch_records();
         self.reads = self.reads.wrapping_add(1);
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
@@ -180,6 +197,7 @@ impl FtraceSource {
                 .filter_map(|c| c.merge.switch_delay())
                 .max()
                 .unwrap_or(0),
+            switch_records_skipped: self.unfiltered_switches,
             ..self.stats
         }
     }
@@ -189,6 +207,7 @@ impl FtraceSource {
             return;
         };
         let (cpus, by_cpu, stats) = (&mut self.cpus, &self.by_cpu, &mut self.stats);
+        let (mirror, skipped) = (&self.mirror, &mut self.unfiltered_switches);
         let index = |cpu: u16| by_cpu.get(usize::from(cpu)).copied().flatten();
         self.backlog.clear();
         // A quarter of the ring per read: the ring is then read four times before a CPU
@@ -205,7 +224,13 @@ impl FtraceSource {
                         tid, prev, time, ..
                     }) => {
                         c.perf_time = c.perf_time.max(time);
-                        c.merge.switch_in(time, tid, prev)
+                        // The kernel filter keeps a switch if either task is listed:
+                        // one between two others was left out on purpose, not missed.
+                        if mirror.traced(tid) || mirror.traced(prev) {
+                            c.merge.switch_in(time, tid, prev)
+                        } else {
+                            *skipped += 1;
+                        }
                     }
                     Ok(PerfRecord::Lost { lost, time, .. }) => c.merge.perf_lost(time, lost),
                     Ok(PerfRecord::Sample(s)) => c.perf_time = c.perf_time.max(s.time),
@@ -267,7 +292,16 @@ impl FtraceSource {
                 };
                 c.last_time = e.time;
                 match decode(&self.decoder, &mut self.tgids, c.cpu, e.time, e.payload) {
-                    Some(r) => c.merge.event(r),
+                    Some(r) => {
+                        match r.event {
+                            Event::NewTask { parent, child, .. } => {
+                                self.mirror.created(parent.0, child.0)
+                            }
+                            Event::TaskExit { tid } => self.mirror.exited(tid.0),
+                            _ => {}
+                        }
+                        c.merge.event(r)
+                    }
                     None => self.stats.undecodable += 1,
                 }
             }

@@ -21,6 +21,7 @@
 //! - `perf_ring` opens perf events and reads the per-CPU rings;
 //! - [`perf_record`] decodes perf ring records from bytes;
 //! - `switch_repair` recovers switches the tracepoint did not report;
+//! - `task_filter` makes the kernel record only the traced tasks' events;
 //! - `cpu_merge` puts a CPU's ftrace events and perf records in one time order;
 //! - `reader_thread` empties everything on a thread of its own.
 //!
@@ -38,6 +39,7 @@ pub(crate) mod perf_source;
 pub(crate) mod reader_thread;
 pub mod sched_events;
 pub(crate) mod switch_repair;
+pub(crate) mod task_filter;
 pub(crate) mod tgids;
 pub mod tp_format;
 pub(crate) mod tracefs;
@@ -81,6 +83,9 @@ pub(crate) struct KernelStats {
     pub undecodable: u64,
     /// Switches recovered from switch-in records (see [`switch_repair`]).
     pub repaired: u64,
+    /// Switch-in records of tasks the kernel's task filter leaves out, skipped
+    /// (see [`task_filter`]).
+    pub switch_records_skipped: u64,
     /// Whether the tracepoints were read from an ftrace instance (else from perf).
     pub ftrace: bool,
     /// The largest of the CPUs' median delays from a reported switch to its perf
@@ -148,6 +153,16 @@ impl KernelSource {
     /// best way.
     pub fn notice(&self) -> Option<&str> {
         self.notice.as_deref()
+    }
+
+    /// The filter that makes the kernel record only the traced tasks, when the
+    /// tracepoints are read from ftrace (perf has none for per-CPU events: the
+    /// recorder's follower does the filtering then).
+    pub fn task_filter(&self) -> Option<task_filter::TaskFilter> {
+        match &self.inner {
+            Inner::Ftrace(s) => Some(s.task_filter()),
+            Inner::Perf(_) => None,
+        }
     }
 
     /// Starts recording.

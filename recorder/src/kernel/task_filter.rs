@@ -1,0 +1,171 @@
+//! Recording only the traced tasks' scheduler events, filtered in the kernel.
+//!
+//! Without a filter the private ftrace instance records every switch and wakeup of
+//! every task on the machine, and the recorder decodes them all to keep the few that
+//! concern the followed tree. On a loaded server that is most of the collector's CPU:
+//! Tomcat under `wrk` on the same two CPUs made 11 M kernel records in 23 s (5.7 per
+//! request), and the load generator's own switches were decoded only to be dropped.
+//!
+//! ftrace can filter by task: `set_event_pid` lists the tids whose events an instance
+//! keeps, and with `options/event-fork` every task those tasks create joins the list
+//! (and leaves it when it is freed), so the list follows the process tree by itself.
+//! The kernel keeps:
+//! - `sched_switch` when the task leaving *or* the task arriving is listed;
+//! - `sched_waking`, `sched_wakeup`, `sched_wakeup_new` when the running task (the
+//!   waker) *or* the task woken is listed;
+//! - every other event when the running task is listed.
+//!
+//! That is what [`crate::follow`] keeps, but for two kinds of record whose running task
+//! may be anyone: a `sched_migrate_task` done by an unlisted task (a wakeup by another
+//! program that picks another CPU: the `Wakeup`'s target CPU says the same; the load
+//! balancer run from an unlisted task's context: the thread's next switch-in says
+//! where it went), and a `sched_stat_runtime` charged from another CPU (rare: charges
+//! are made on the task's own CPU at ticks and switches). Neither changes a thread's
+//! state; both are documented in `docs/overhead.md`.
+//!
+//! `set_event_notrace_pid` (kernels since 5.8) lists tasks never to record, and
+//! event-fork applies to it too: the collector puts its own threads there after it
+//! forked the command, so that its own work is not recorded either.
+//!
+//! The perf switch-in records used by [`super::switch_repair`] are not filtered (perf
+//! has no such filter for per-CPU events): the source skips those of tasks outside
+//! the list, which it mirrors ([`Mirror`]): the tids given here, and the children of
+//! listed tasks as their `task_newtask` records come.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashSet;
+
+/// Pids per write: a write is parsed by the kernel in one piece.
+const PIDS_PER_WRITE: usize = 256;
+
+/// The filter of one ftrace instance; cloned to whoever adds tasks to it.
+#[derive(Clone)]
+pub struct TaskFilter {
+    dir: PathBuf,
+    /// Tids added since the source last looked (see [`Mirror::update`]).
+    added: Arc<Mutex<Vec<u32>>>,
+}
+
+impl TaskFilter {
+    pub(super) fn new(dir: PathBuf) -> TaskFilter {
+        TaskFilter {
+            dir,
+            added: Arc::default(),
+        }
+    }
+
+    /// Records the events of `tids` and, from now on, of every task they create.
+    /// The first call turns the filter on: before it the instance records every task.
+    pub fn follow(&self, tids: &[u32]) -> std::io::Result<()> {
+        write_option(&self.dir, "options/event-fork", "1")?;
+        append(&self.dir, "set_event_pid", tids)?;
+        if let Ok(mut a) = self.added.lock() {
+            a.extend_from_slice(tids);
+        }
+        Ok(())
+    }
+
+    /// Never records `tids` nor what they create from now on (their events already
+    /// read are unaffected). Fails on kernels without `set_event_notrace_pid`.
+    pub fn exclude(&self, tids: &[u32]) -> std::io::Result<()> {
+        append(&self.dir, "set_event_notrace_pid", tids)
+    }
+
+    pub(super) fn mirror(&self) -> Mirror {
+        Mirror {
+            filter: self.added.clone(),
+            tids: FxHashSet::default(),
+            active: false,
+        }
+    }
+}
+
+fn write_option(dir: &std::path::Path, rel: &str, value: &str) -> std::io::Result<()> {
+    let path = dir.join(rel);
+    std::fs::write(&path, value).map_err(|e| annotate(&path, e))
+}
+
+/// Adds `tids` to the list in `rel`: opened without `O_TRUNC`, a write adds to it.
+fn append(dir: &std::path::Path, rel: &str, tids: &[u32]) -> std::io::Result<()> {
+    let path = dir.join(rel);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(|e| annotate(&path, e))?;
+    for chunk in tids.chunks(PIDS_PER_WRITE) {
+        let text: Vec<String> = chunk.iter().map(u32::to_string).collect();
+        file.write_all(text.join(" ").as_bytes())
+            .map_err(|e| annotate(&path, e))?;
+    }
+    Ok(())
+}
+
+fn annotate(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// The source's copy of the kernel's list, for the records perf does not filter.
+pub struct Mirror {
+    filter: Arc<Mutex<Vec<u32>>>,
+    tids: FxHashSet<u32>,
+    /// Whether the filter is on (a tid was ever given): until then every task counts.
+    active: bool,
+}
+
+impl Mirror {
+    /// Takes in the tids given to the filter since the last call (once per read).
+    pub fn update(&mut self) {
+        if let Ok(mut added) = self.filter.lock() {
+            if !added.is_empty() {
+                self.active = true;
+                self.tids.extend(added.drain(..));
+            }
+        }
+    }
+
+    /// Whether the kernel records `tid`'s events.
+    #[inline]
+    pub fn traced(&self, tid: u32) -> bool {
+        !self.active || self.tids.contains(&tid)
+    }
+
+    /// `parent` created `child`: the kernel's list takes the child if it has the parent.
+    pub fn created(&mut self, parent: u32, child: u32) {
+        if self.active && self.tids.contains(&parent) {
+            self.tids.insert(child);
+        }
+    }
+
+    /// `tid` exited.
+    pub fn exited(&mut self, tid: u32) {
+        if self.active {
+            self.tids.remove(&tid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mirror_follows_the_tree_once_given_tids() {
+        let f = TaskFilter::new(PathBuf::from("/nonexistent"));
+        let mut m = f.mirror();
+        m.update();
+        // No filter yet: the kernel records everything.
+        assert!(m.traced(7));
+        f.added.lock().unwrap().push(10);
+        m.update();
+        assert!(m.traced(10) && !m.traced(7));
+        m.created(10, 11);
+        m.created(7, 8);
+        assert!(m.traced(11) && !m.traced(8));
+        m.exited(11);
+        assert!(!m.traced(11));
+    }
+}
