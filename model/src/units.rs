@@ -136,9 +136,9 @@ pub struct ClassRule {
 impl ClassRule {
     /// Parses `LABEL=OUTER [+INSIDE]... [!INSIDE]...`; the error says what is wrong.
     pub fn parse(rule: &str) -> Result<ClassRule, String> {
-        let (label, rest) = rule
-            .split_once('=')
-            .ok_or_else(|| format!("--unit-class {rule:?}: expected LABEL=OUTER [+INSIDE]... [!INSIDE]..."))?;
+        let (label, rest) = rule.split_once('=').ok_or_else(|| {
+            format!("--unit-class {rule:?}: expected LABEL=OUTER [+INSIDE]... [!INSIDE]...")
+        })?;
         let label = label.trim();
         if label.is_empty() {
             return Err(format!("--unit-class {rule:?}: the label is empty"));
@@ -147,7 +147,9 @@ impl ClassRule {
         let outer = words
             .next()
             .filter(|w| !w.starts_with(['+', '!']))
-            .ok_or_else(|| format!("--unit-class {rule:?}: no outermost method pattern after '='"))?;
+            .ok_or_else(|| {
+                format!("--unit-class {rule:?}: no outermost method pattern after '='")
+            })?;
         let mut r = ClassRule {
             label: label.to_string(),
             outer: Glob(outer.to_string()),
@@ -179,8 +181,14 @@ impl ClassRule {
 
     fn matches(&self, outer: &str, inside: &[&str]) -> bool {
         self.outer.matches(outer)
-            && self.require.iter().all(|g| inside.iter().any(|m| g.matches(m)))
-            && !self.forbid.iter().any(|g| inside.iter().any(|m| g.matches(m)))
+            && self
+                .require
+                .iter()
+                .all(|g| inside.iter().any(|m| g.matches(m)))
+            && !self
+                .forbid
+                .iter()
+                .any(|g| inside.iter().any(|m| g.matches(m)))
     }
 }
 
@@ -289,8 +297,7 @@ pub fn unit_classes(calls: &[(&str, &[CallRecord])], rules: &[ClassRule]) -> Vec
         .into_iter()
         .map(|(key, mut s)| {
             let n = s.units as f64;
-            let mut names: Vec<String> =
-                s.inside.iter().map(|&i| calls[i].0.to_string()).collect();
+            let mut names: Vec<String> = s.inside.iter().map(|&i| calls[i].0.to_string()).collect();
             names.sort();
             UnitClass {
                 label: match key {
@@ -402,12 +409,19 @@ mod tests {
         let calls: Vec<(&str, &[CallRecord])> = vec![
             ("a.b.Server::serve", &serve),
             ("sun.ssl.ClientHello$Consumer::consume", &hello),
-            ("sun.ssl.CertificateMessage$T12CertificateProducer::produce", &cert),
+            (
+                "sun.ssl.CertificateMessage$T12CertificateProducer::produce",
+                &cert,
+            ),
             ("sun.ssl.Ticket::produce", &ticket),
         ];
         let rules = [
-            ClassRule::parse("full handshake=Server::serve +*CertificateProducer::produce").unwrap(),
-            ClassRule::parse("resumed = a.b.Server::serve +ClientHello$Consumer::consume !*Certificate*").unwrap(),
+            ClassRule::parse("full handshake=Server::serve +*CertificateProducer::produce")
+                .unwrap(),
+            ClassRule::parse(
+                "resumed = a.b.Server::serve +ClientHello$Consumer::consume !*Certificate*",
+            )
+            .unwrap(),
         ];
         let u = unit_classes(&calls, &rules);
         let got: Vec<(String, u64)> = u.iter().map(|c| (c.name(), c.units)).collect();
@@ -428,7 +442,15 @@ mod tests {
 
     #[test]
     fn rule_syntax() {
-        for bad in ["serve", "=serve", "x=", "x=+a", "x=serve a", "x=serve +", "x=serve !"] {
+        for bad in [
+            "serve",
+            "=serve",
+            "x=",
+            "x=+a",
+            "x=serve a",
+            "x=serve +",
+            "x=serve !",
+        ] {
             assert!(ClassRule::parse(bad).is_err(), "{bad}");
         }
         assert!(glob(b"*Producer::produce", b"a.B$T12Producer::produce"));
