@@ -53,15 +53,19 @@ pub fn write_units(units: &[UnitClass], out: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(
         out,
-        "Units of work (an outermost call with the traced calls inside it, on its thread; classed by what it contains):"
+        "Units of work (an outermost call with the traced calls inside it, on its thread; classed by what it contains, or by --unit-class):"
     )?;
     let mut rows = vec![vec![
         "class".to_string(),
         "units".into(),
         "wall".into(),
+        "wall p95".into(),
         "cpu".into(),
+        "cpu p95".into(),
         "waiting".into(),
+        "waiting p95".into(),
         "blocked".into(),
+        "blocked p95".into(),
         "cpu visits".into(),
     ]];
     for u in units {
@@ -69,13 +73,28 @@ pub fn write_units(units: &[UnitClass], out: &mut dyn Write) -> io::Result<()> {
             u.name(),
             u.units.to_string(),
             duration(u.wall_mean_s * 1e9),
+            duration(u.wall_p95_s * 1e9),
             duration(u.cpu_mean_s * 1e9),
+            duration(u.cpu_p95_s * 1e9),
             duration(u.runnable_mean_s * 1e9),
+            duration(u.runnable_p95_s * 1e9),
             duration(u.blocked_mean_s * 1e9),
+            duration(u.blocked_p95_s * 1e9),
             format!("{:.2}", u.visits_mean),
         ]);
     }
-    columns(out, &rows, 2)
+    columns(out, &rows, 2)?;
+    // What a label stands for: the user sees which methods its units contained.
+    for u in units.iter().filter(|u| u.label.is_some()) {
+        writeln!(
+            out,
+            "  {}: {} [{}]",
+            u.name(),
+            u.outer,
+            u.contains.join(", ")
+        )?;
+    }
+    Ok(())
 }
 
 /// Writes the table.

@@ -295,6 +295,15 @@ pub struct ServicesArgs {
     #[arg(long, value_enum, default_value_t = ServicesFormat::Table)]
     pub format: ServicesFormat,
 
+    /// Name a class of units of work: `LABEL=OUTER [+INSIDE]... [!INSIDE]...`, the
+    /// units whose outermost method matches OUTER, containing a method that matches
+    /// each `+` pattern and none that matches a `!` pattern (`*` is any text; a pattern
+    /// matches the method `pkg.Class::name` or `Class::name`). Repeatable, at most
+    /// 1000, tried in order; e.g. `--unit-class 'full handshake=SecureNioChannel::handshake
+    /// +*CertificateProducer::produce'`.
+    #[arg(long = "unit-class", value_name = "RULE")]
+    pub unit_class: Vec<String>,
+
     /// Print one CSV line per call (its parts, inclusive and exclusive) instead.
     #[arg(long)]
     pub calls: bool,

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{bail, Context};
 use sonda_model::analyze::{analyze, Options};
 use sonda_model::plot::{plots, Plot};
-use sonda_model::units::unit_classes;
+use sonda_model::units::{unit_classes, ClassRule};
 use sonda_model::{csv, json, table};
 use sonda_timeline::Trace;
 
@@ -16,6 +16,13 @@ use crate::output::{self, Inputs, NewDir};
 /// Prints the figures; fails (after printing what it could) when the trace is damaged.
 pub fn run(args: ServicesArgs) -> anyhow::Result<i32> {
     crate::limits::check_patterns("--methods", &args.methods)?;
+    crate::limits::check_patterns("--unit-class", &args.unit_class)?;
+    let rules = args
+        .unit_class
+        .iter()
+        .map(|r| ClassRule::parse(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
     let mut opts = Options::default().with_methods(args.methods);
     if let Some(secs) = args.window {
         opts = opts.with_window_ns(((secs * 1e9).round() as u64).max(1));
@@ -40,7 +47,7 @@ pub fn run(args: ServicesArgs) -> anyhow::Result<i32> {
             ServicesFormat::Table => table::write(&analysis.services, &mut out).and_then(|()| {
                 let calls: Vec<_> = analysis.calls().collect();
                 writeln!(out)?;
-                table::write_units(&unit_classes(&calls), &mut out)
+                table::write_units(&unit_classes(&calls, &rules), &mut out)
             }),
             ServicesFormat::Csv => csv::write_figures(&analysis.services, &mut out),
             ServicesFormat::Json => json::write(&analysis.services, &mut out),

@@ -18,4 +18,5 @@ mod parquet;
 mod plots;
 mod record;
 mod services;
+mod tls;
 mod tomcat;
