@@ -15,8 +15,8 @@
 //! is seen and again when renamed, so the trace's metadata holds its last name. Every
 //! metadata record is handed out *before* the event that needed it.
 
+use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 
 use sonda_trace::{Event, Meta, Pid, Record, Runtime, SwitchOut, Tid};
 
@@ -63,12 +63,12 @@ struct Process {
 /// The follower's state.
 pub struct Follow<L: TaskLookup> {
     lookup: L,
-    threads: HashMap<Tid, Thread>,
-    processes: HashMap<Pid, Process>,
+    threads: FxHashMap<Tid, Thread>,
+    processes: FxHashMap<Pid, Process>,
     /// Threads an agent reported (pid known from its slot), not necessarily seen created.
-    agent_threads: HashMap<Tid, Pid>,
+    agent_threads: FxHashMap<Tid, Pid>,
     /// Tids asked about after a loss and found not to be ours (asked once each).
-    strangers: HashMap<Tid, ()>,
+    strangers: FxHashMap<Tid, ()>,
     /// Kernel records were lost: a thread's creation may be missing.
     lost: bool,
     /// The thread of the last agent event, known and announced (see `touch_agent`);
@@ -82,10 +82,10 @@ impl<L: TaskLookup> Follow<L> {
     pub fn new(lookup: L, root: Pid, parent: Pid, name: &str) -> (Follow<L>, Meta) {
         let mut f = Follow {
             lookup,
-            threads: HashMap::new(),
-            processes: HashMap::new(),
-            agent_threads: HashMap::new(),
-            strangers: HashMap::new(),
+            threads: FxHashMap::default(),
+            processes: FxHashMap::default(),
+            agent_threads: FxHashMap::default(),
+            strangers: FxHashMap::default(),
             lost: false,
             last_agent: None,
         };
@@ -408,6 +408,7 @@ impl<L: TaskLookup> Follow<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
     use sonda_trace::{Cpu, Time};
 
     /// A fake /proc: tid → (tgid, comm).

@@ -9,14 +9,15 @@
 //! (`kernel.unseen_wakeups`), and a reader knows that the thread's wait before that
 //! switch-in is somewhere between nothing and the whole time it was off the CPU.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use sonda_trace::{Event, SwitchOut, Tid};
 
-/// Per followed thread: whether it is asleep with no wakeup seen yet.
+/// Per followed thread: whether it is asleep with no wakeup seen yet. (Fx hashing: this
+/// is looked up for every switch and wakeup; tids are not chosen by an adversary.)
 #[derive(Default)]
 pub struct WakeAudit {
-    asleep: HashMap<Tid, bool>,
+    asleep: FxHashMap<Tid, bool>,
     unseen: u64,
 }
 

@@ -6,12 +6,12 @@
 //! recording are learnt from their own `task_newtask`; for others, `/proc/<tid>/status`
 //! says (the creator is alive: it is the task running, a few milliseconds earlier).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// tid → process id.
 #[derive(Default)]
 pub struct Tgids {
-    known: HashMap<u32, u32>,
+    known: FxHashMap<u32, u32>,
 }
 
 impl Tgids {
