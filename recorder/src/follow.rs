@@ -408,8 +408,8 @@ impl<L: TaskLookup> Follow<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
     use sonda_trace::{Cpu, Time};
+    use std::collections::HashMap;
 
     /// A fake /proc: tid → (tgid, comm).
     #[derive(Default)]
