@@ -291,17 +291,9 @@ impl FtraceSource {
                     }
                 };
                 c.last_time = e.time;
-                match decode(&self.decoder, &mut self.tgids, c.cpu, e.time, e.payload) {
-                    Some(r) => {
-                        match r.event {
-                            Event::NewTask { parent, child, .. } => {
-                                self.mirror.created(parent.0, child.0)
-                            }
-                            Event::TaskExit { tid } => self.mirror.exited(tid.0),
-                            _ => {}
-                        }
-                        c.merge.event(r)
-                    }
+                let tasks = (&mut self.tgids, &mut self.mirror);
+                match decode(&self.decoder, tasks, c.cpu, e.time, e.payload) {
+                    Some(r) => c.merge.event(r),
                     None => self.stats.undecodable += 1,
                 }
             }
@@ -334,10 +326,11 @@ impl FtraceSource {
     }
 }
 
-/// Decodes one ftrace event of `cpu` at `time`.
+/// Decodes one ftrace event of `cpu` at `time`; what it says about tasks' lives goes to
+/// the tid→process map and to the task filter's mirror.
 fn decode(
     decoder: &SchedDecoder,
-    tgids: &mut Tgids,
+    (tgids, mirror): (&mut Tgids, &mut Mirror),
     cpu: u16,
     time: u64,
     payload: &[u8],
@@ -350,8 +343,16 @@ fn decode(
     };
     let event = decoder.decode(&hit, |t| tgids.of(t))?;
     match &event {
-        Event::NewTask { child, pid, .. } => tgids.learn(child.0, pid.0),
-        Event::TaskExit { tid } => tgids.forget(tid.0),
+        Event::NewTask {
+            parent, child, pid, ..
+        } => {
+            tgids.learn(child.0, pid.0);
+            mirror.created(parent.0, child.0);
+        }
+        Event::TaskExit { tid } => {
+            tgids.forget(tid.0);
+            mirror.exited(tid.0);
+        }
         _ => {}
     }
     Some(Record {
@@ -433,7 +434,8 @@ mod tests {
             assert_eq!((e.time + 500) / 1000, want.micros, "time of {}", want.name);
             // Learn the processes of creators from the line, not from /proc.
             tgids.learn(want.current, want.current);
-            let r = decode(&decoder, &mut tgids, 0, e.time, e.payload).unwrap();
+            let tasks = (&mut tgids, &mut Mirror::default());
+            let r = decode(&decoder, tasks, 0, e.time, e.payload).unwrap();
             assert_eq!(cpu_of(&r).unwrap_or(Cpu(0)), Cpu(0));
             let want_event = match want.name.as_str() {
                 "sched_switch" => Event::Switch {

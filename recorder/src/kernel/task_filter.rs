@@ -109,6 +109,8 @@ fn annotate(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
 }
 
 /// The source's copy of the kernel's list, for the records perf does not filter.
+/// The default belongs to no filter: it takes every task as recorded.
+#[derive(Default)]
 pub struct Mirror {
     filter: Arc<Mutex<Vec<u32>>>,
     tids: FxHashSet<u32>,
