@@ -51,19 +51,22 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// A glob over one segment (a package name, a class simple name or a method name):
-/// literal text and `*`.
+/// literal text and `*`. Also public as a plain `*`-only glob over any text (a `*`
+/// then matches any run, dots included), for other name patterns of sonda
+/// (`sonda services --unit-class`), so that there is one such matcher.
 ///
 /// Matching works on bytes: pattern literals are whole UTF-8 characters, so any place
 /// they match in a UTF-8 name is a character boundary.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SegGlob {
+pub struct SegGlob {
     /// The literal pieces between stars: one piece means no star at all.
     parts: Box<[Box<[u8]>]>,
 }
 
 impl SegGlob {
-    /// Compiles `text`, whose characters the caller has validated.
-    pub(crate) fn new(text: &str) -> SegGlob {
+    /// Compiles `text` (the `--methods` grammar validates its characters first; any
+    /// text compiles).
+    pub fn new(text: &str) -> SegGlob {
         SegGlob {
             parts: text.split('*').map(|p| Box::from(p.as_bytes())).collect(),
         }
@@ -76,7 +79,7 @@ impl SegGlob {
 
     /// Does the whole of `s` match?
     #[inline]
-    pub(crate) fn matches(&self, s: &str) -> bool {
+    pub fn matches(&self, s: &str) -> bool {
         self.matches_bytes(s.as_bytes())
     }
 

@@ -37,3 +37,4 @@ mod pattern;
 
 pub use error::{FilterError, FilterErrorKind, Part};
 pub use filter::{MethodFilter, MethodRef};
+pub use glob::SegGlob;

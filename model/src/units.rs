@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
+use sonda_filter::SegGlob;
 use sonda_trace::Tid;
 
 use crate::join::CallRecord;
@@ -77,42 +78,19 @@ impl UnitClass {
 /// matches a method's label (`package.Class::method`) whole, or the label without its
 /// package (`Class$Inner::method`), so that rules stay short.
 #[derive(Clone, Debug, PartialEq)]
-struct Glob(String);
+struct Glob(SegGlob);
 
 impl Glob {
     fn matches(&self, label: &str) -> bool {
-        if glob(self.0.as_bytes(), label.as_bytes()) {
+        if self.0.matches(label) {
             return true;
         }
         let class_end = label.find("::").unwrap_or(label.len());
         match label[..class_end].rfind('.') {
-            Some(dot) => glob(self.0.as_bytes(), &label.as_bytes()[dot + 1..]),
+            Some(dot) => self.0.matches(&label[dot + 1..]),
             None => false,
         }
     }
-}
-
-/// `*`-only glob matching, iterative (backtracks to the last star only: linear enough
-/// for method names).
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    let (mut pi, mut si) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, si));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == s[si] {
-            pi += 1;
-            si += 1;
-        } else if let Some((sp, ss)) = star {
-            pi = sp + 1;
-            si = ss + 1;
-            star = Some((sp, ss + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
 }
 
 /// A user's rule naming a class of units (`sonda services --unit-class`):
@@ -152,7 +130,7 @@ impl ClassRule {
             })?;
         let mut r = ClassRule {
             label: label.to_string(),
-            outer: Glob(outer.to_string()),
+            outer: Glob(SegGlob::new(outer)),
             require: Vec::new(),
             forbid: Vec::new(),
         };
@@ -169,7 +147,7 @@ impl ClassRule {
             if p.is_empty() {
                 return Err(format!("--unit-class {rule:?}: empty pattern after {w:?}"));
             }
-            list.push(Glob(p.to_string()));
+            list.push(Glob(SegGlob::new(p)));
         }
         Ok(r)
     }
@@ -453,11 +431,12 @@ mod tests {
         ] {
             assert!(ClassRule::parse(bad).is_err(), "{bad}");
         }
-        assert!(glob(b"*Producer::produce", b"a.B$T12Producer::produce"));
-        assert!(glob(b"a*c*", b"abcd"));
-        assert!(!glob(b"a*c", b"abcd"));
-        assert!(Glob("B$T::m".into()).matches("x.y.B$T::m"));
-        assert!(!Glob("y.B$T::m".into()).matches("x.y.B$T::m"));
-        assert!(!Glob("T::m".into()).matches("x.y.B$T::m"));
+        let glob = |p: &str, s: &str| SegGlob::new(p).matches(s);
+        assert!(glob("*Producer::produce", "a.B$T12Producer::produce"));
+        assert!(glob("a*c*", "abcd"));
+        assert!(!glob("a*c", "abcd"));
+        assert!(Glob(SegGlob::new("B$T::m")).matches("x.y.B$T::m"));
+        assert!(!Glob(SegGlob::new("y.B$T::m")).matches("x.y.B$T::m"));
+        assert!(!Glob(SegGlob::new("T::m")).matches("x.y.B$T::m"));
     }
 }
