@@ -142,8 +142,15 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
     let Some(venv) = python_env() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let classes = sonda_tests::service_demo_classes(dir.path());
+    // SONDA_MODEL_ACCURACY_KEEP=DIR keeps the recordings, models and CSVs there, to
+    // study a model offline against the same runs.
+    let tmp = tempfile::tempdir().unwrap();
+    let kept = std::env::var_os("SONDA_MODEL_ACCURACY_KEEP").map(std::path::PathBuf::from);
+    if let Some(k) = &kept {
+        std::fs::create_dir_all(k).unwrap();
+    }
+    let dir = kept.as_deref().unwrap_or(tmp.path());
+    let classes = sonda_tests::service_demo_classes(dir);
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
     let workers = (3.0 * cpus) as usize;
 
@@ -154,8 +161,8 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
             // Rates are for 2 CPUs; scale to the machine.
             let rate = rate * cpus / 2.0;
             let tag = format!("{}{rate:.0}", if hog { "hog-" } else { "" });
-            let trace = dir.path().join(format!("{tag}.trace"));
-            let csv = dir.path().join(format!("{tag}.csv"));
+            let trace = dir.join(format!("{tag}.trace"));
+            let csv = dir.join(format!("{tag}.csv"));
             let hog_task = hog.then(Hog::start);
             let mut cmd = Command::new(sonda());
             cmd.arg("record").arg("-o").arg(&trace);
@@ -170,7 +177,7 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
                 .args(["--rate", &rate.to_string(), "--seconds", "3", "--out"])
                 .arg(&csv)
                 .arg("--dir")
-                .arg(dir.path().join("data"));
+                .arg(dir.join("data"));
             let rec = run(&mut cmd);
             let hog_pid = hog_task.as_ref().map(|h| h.0.id());
             drop(hog_task);
@@ -196,7 +203,7 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
                 );
             }
 
-            let jsimg = dir.path().join(format!("{tag}.jsimg"));
+            let jsimg = dir.join(format!("{tag}.jsimg"));
             let model = run(Command::new(sonda())
                 .arg("model")
                 .arg(&trace)
