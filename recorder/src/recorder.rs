@@ -39,9 +39,10 @@ use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter};
 use crate::tap::{LiveStats, Tap, Tapped};
 
 use crate::agent::buffer_file::BufferPlace;
+use crate::agent::packed::PackedRun;
 use crate::agent::pid_map::PidMap;
 use crate::agent::sizing::Wanted;
-use crate::agent::{AgentSettings, AgentSource};
+use crate::agent::{AgentSettings, AgentSource, Drained};
 use crate::child::{self, Child};
 use crate::follow::{Follow, ProcLookup};
 use crate::kernel::reader_thread::KernelReader;
@@ -51,7 +52,7 @@ use crate::procfs::{self, ProcSampler};
 use crate::tsc::{self, Calibration};
 use crate::wake_audit::WakeAudit;
 use crate::watermark::Watermark;
-use crate::{clock, host, launch};
+use crate::{clock, host, launch, sys};
 
 /// Cycle period with kernel tracepoints.
 const CYCLE: Duration = Duration::from_millis(50);
@@ -67,6 +68,18 @@ const SETTLE: Duration = Duration::from_millis(20);
 const READY_WAIT: Duration = Duration::from_secs(60);
 /// Longest wait for an attached agent to confirm it stopped and restored its classes.
 const STOP_WAIT: Duration = Duration::from_secs(5);
+/// Records released between two drains of the agents' rings within a cycle. Writing a
+/// cycle's backlog at 10 million events a second takes tens of milliseconds, in which a
+/// thread fills a 1 MiB ring several times over: the rings are drained again after
+/// each piece (about 2 ms of work) so that none of them waits for the whole backlog.
+const RELEASE_CHUNK: usize = 16 * 1024;
+/// The nice value of the cycle's thread while recording (when permitted: root or
+/// CAP_SYS_NICE), as the kernel reader's. On a saturated machine the traced program's
+/// threads compete with the collector for the CPU; at nice 0 the collector gets its
+/// fair share only, which at high event rates is less than the rings need to not
+/// overflow (measured in docs/overhead.md). Set once the command was started, so that
+/// the command does not inherit it.
+const CYCLE_NICE: i32 = -10;
 
 /// What to record and how.
 pub struct Settings<'a> {
@@ -185,6 +198,9 @@ struct Recording<W: Write> {
     writer: Tapped<W>,
     lag_ns: u64,
     batch: Vec<Record>,
+    /// The agents' rings drained this cycle, kept as they came (see
+    /// [`crate::agent::packed`]).
+    packed: Vec<PackedRun>,
     metas: Vec<Meta>,
     tally: Tally,
     wakes: WakeAudit,
@@ -212,20 +228,60 @@ impl<W: Write> Recording<W> {
             let watermark = &mut self.watermark;
             k.take(|batch| watermark.extend(batch));
         }
-        // Agent: drain first, then calibrate, so drained records lie before the point.
+        self.take_agents(now);
+        let watermark = if end {
+            Time(u64::MAX)
+        } else {
+            Time(now.0.saturating_sub(self.lag_ns))
+        };
+        // In pieces, with the agents' rings drained between them (see RELEASE_CHUNK);
+        // what they give joins the watermark and goes out this cycle if old enough. At
+        // the end everything goes at once: the agents have stopped writing.
+        let chunk = if end { usize::MAX } else { RELEASE_CHUNK };
+        while self.release(watermark, chunk)? {
+            self.take_agents(clock::monotonic());
+        }
+        self.writer.flush()?;
+        if self.writer.tapped() {
+            let stats = self.live_stats();
+            self.writer.cycle(&stats);
+        }
+        self.agent.heartbeat(now.0);
+        Ok(())
+    }
+
+    /// Drains the agents' rings into the watermark: drain first, then calibrate, so
+    /// that every drained record lies before the point and converts by interpolation;
+    /// then the metadata the agents published before those records.
+    fn take_agents(&mut self, now: Time) {
         let now_raw = match self.agent_clock {
             Clock::Tsc => clock::rdtsc(),
             Clock::Monotonic => now.0,
         };
         let follow = &mut self.follow;
         let drained_from = self.batch.len();
-        self.agent.drain(now_raw, &mut self.batch, |pid, tid| {
+        let drained = Drained {
+            records: &mut self.batch,
+            packed: &mut self.packed,
+            pool: self.watermark.byte_buffers(),
+        };
+        self.agent.drain(now_raw, drained, |pid, tid| {
             follow.note_agent_thread(pid, tid)
         });
         if self.agent_clock == Clock::Tsc {
             self.calibration.add(tsc::measure());
+            let (calibration, segment) = (&self.calibration, self.calibration.newest_segment());
+            let convert = |raw: u64| {
+                segment
+                    .and_then(|s| s.to_ns(raw))
+                    .or_else(|| calibration.to_ns(raw))
+                    .unwrap_or(now.0)
+            };
             for r in &mut self.batch[drained_from..] {
-                r.time = Time(self.calibration.to_ns(r.time.0).unwrap_or(now.0));
+                r.time = Time(convert(r.time.0));
+            }
+            for run in &mut self.packed {
+                run.convert_times(convert);
             }
         }
         // Metadata an agent published before the records just drained is in the log now.
@@ -235,22 +291,27 @@ impl<W: Write> Recording<W> {
             self.writer.meta(&m);
         }
         self.watermark.extend_from(&mut self.batch);
-        let watermark = if end {
-            Time(u64::MAX)
-        } else {
-            Time(now.0.saturating_sub(self.lag_ns))
-        };
-        // Each released record goes straight to the trace (no list in between).
+        for run in self.packed.drain(..) {
+            self.watermark.extend_packed(run);
+        }
+    }
+
+    /// Releases up to `limit` records at or before `watermark` through the follower
+    /// into the trace, each straight to the writer (no list in between); returns
+    /// whether some are left (see [`Watermark::release`]).
+    fn release(&mut self, watermark: Time, limit: usize) -> io::Result<bool> {
         let (follow, metas, writer) = (&mut self.follow, &mut self.metas, &mut self.writer);
         let (tally, wakes) = (&mut self.tally, &mut self.wakes);
         let mut failed = None;
-        self.watermark.release(watermark, |r| {
+        let more = self.watermark.release(watermark, limit, |r| {
             if failed.is_some() {
                 return;
             }
             let keep = follow.process(&r, metas);
-            for m in metas.drain(..) {
-                writer.meta(&m);
+            if !metas.is_empty() {
+                for m in metas.drain(..) {
+                    writer.meta(&m);
+                }
             }
             if keep {
                 tally.count(&r);
@@ -260,16 +321,10 @@ impl<W: Write> Recording<W> {
                 }
             }
         });
-        if let Some(e) = failed {
-            return Err(e);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(more),
         }
-        self.writer.flush()?;
-        if self.writer.tapped() {
-            let stats = self.live_stats();
-            self.writer.cycle(&stats);
-        }
-        self.agent.heartbeat(now.0);
-        Ok(())
     }
 
     /// The counters a tap gets after each cycle.
@@ -499,6 +554,7 @@ impl<W: Write> Opened<W> {
             writer: self.writer,
             lag_ns: self.lag.as_nanos() as u64,
             batch: Vec::new(),
+            packed: Vec::new(),
             metas: Vec::new(),
             tally: Tally::default(),
             wakes: WakeAudit::default(),
@@ -641,6 +697,8 @@ struct Ticker {
     ticks_per_cycle: u32,
     next: Instant,
     ticks: u32,
+    /// The thread's nice value before [`CYCLE_NICE`], restored when the ticker goes.
+    nice_before: Option<i32>,
 }
 
 impl Ticker {
@@ -650,11 +708,16 @@ impl Ticker {
         } else {
             (CYCLE, 1)
         };
+        // Without permission the thread keeps its nice value (and nothing is restored).
+        let nice_before = sys::thread_nice()
+            .ok()
+            .filter(|_| sys::set_thread_nice(CYCLE_NICE).is_ok());
         Ticker {
             tick,
             ticks_per_cycle,
             next: Instant::now(),
             ticks: 0,
+            nice_before,
         }
     }
 
@@ -679,6 +742,15 @@ impl Ticker {
                 rec.bell_cycles += 1;
                 rec.cycle(false)?;
             }
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        // The caller's thread goes on (the command's wait, the summary) at its own.
+        if let Some(nice) = self.nice_before {
+            let _ = sys::set_thread_nice(nice);
         }
     }
 }

@@ -90,6 +90,21 @@ pub(crate) fn set_thread_nice(nice: c_int) -> io::Result<()> {
     }
 }
 
+/// The calling thread's nice value.
+pub(crate) fn thread_nice() -> io::Result<c_int> {
+    let tid = gettid();
+    // SAFETY: getpriority takes no pointers. It returns -1 both for nice -1 and for an
+    // error, so errno (this thread's) is cleared before and read after.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        if nice == -1 && *libc::__errno_location() != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(nice)
+    }
+}
+
 /// `mount -t tracefs nodev <target>`.
 pub(crate) fn mount_tracefs(target: &CStr) -> io::Result<()> {
     // SAFETY: every argument is a valid NUL-terminated string that outlives the call;

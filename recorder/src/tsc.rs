@@ -83,9 +83,33 @@ impl Calibration {
         if tsc >= before_last.tsc {
             return Some(interpolate(before_last, last, tsc));
         }
+        // Next most common: stamped just before the previous point (after the drain
+        // before it read the ring, before its point was measured).
+        if n >= 3 && tsc >= self.points[n - 3].tsc {
+            return Some(interpolate(self.points[n - 3], before_last, tsc));
+        }
         // The segment [i - 1, i] that holds `tsc`.
         let i = self.points.partition_point(|p| p.tsc <= tsc);
         Some(interpolate(self.points[i - 1], self.points[i], tsc))
+    }
+
+    /// The newest segment (between the last two points) as a fixed-point line: the
+    /// records of one drain lie in it, and converting them with one multiplication
+    /// each instead of [`Calibration::to_ns`]'s division was a tenth of the
+    /// collector's CPU at ten million events a second.
+    pub fn newest_segment(&self) -> Option<Segment> {
+        let n = self.points.len();
+        if n < 2 {
+            return None;
+        }
+        let (a, b) = (self.points[n - 2], self.points[n - 1]);
+        // < 2^32: a TSC tick is shorter than a nanosecond times 2^32.
+        let scale = (u128::from(b.ns - a.ns) << 32) / u128::from(b.tsc - a.tsc);
+        Some(Segment {
+            from: a,
+            to_tsc: b.tsc,
+            scale: u64::try_from(scale).ok()?,
+        })
     }
 
     /// The newest point at least [`BASELINE_NS`] before the last one (else the oldest).
@@ -104,6 +128,27 @@ impl Calibration {
             .points
             .partition_point(|p| p.ns < first.ns + BASELINE_NS);
         self.points[i.min(self.points.len() - 1)]
+    }
+}
+
+/// The line between two calibration points, `ns = from.ns + (tsc - from.tsc) * scale
+/// / 2^32`: within a nanosecond of [`interpolate`].
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    from: Point,
+    to_tsc: u64,
+    scale: u64,
+}
+
+impl Segment {
+    /// `tsc` in monotonic ns, if it lies in the segment.
+    #[inline]
+    pub fn to_ns(self, tsc: u64) -> Option<u64> {
+        if tsc < self.from.tsc || tsc >= self.to_tsc {
+            return None;
+        }
+        let dt = u128::from(tsc - self.from.tsc);
+        Some(self.from.ns + ((dt * u128::from(self.scale)) >> 32) as u64)
     }
 }
 
@@ -199,6 +244,38 @@ mod tests {
         assert_eq!(c.to_ns(3000), Some(1100));
         assert_eq!(c.to_ns(5000), Some(1600));
         assert_eq!(c.to_ns(6999), Some(2099));
+    }
+
+    #[test]
+    fn the_newest_segment_agrees_with_to_ns_within_a_nanosecond() {
+        let mut c = Calibration::new();
+        assert!(c.newest_segment().is_none());
+        // A 3.1 GHz TSC, 50 ms apart, then a slightly different slope.
+        c.add(Point {
+            tsc: 1_000_000_000_000,
+            ns: 7_000_000_000,
+        });
+        c.add(Point {
+            tsc: 1_000_155_000_000,
+            ns: 7_050_000_000,
+        });
+        c.add(Point {
+            tsc: 1_000_310_000_777,
+            ns: 7_100_000_013,
+        });
+        let s = c.newest_segment().unwrap();
+        let mut x: u64 = 5;
+        for _ in 0..100_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let t = 1_000_155_000_000 + (x >> 20) % 155_000_777;
+            let fast = s.to_ns(t).unwrap();
+            let exact = c.to_ns(t).unwrap();
+            assert!(fast.abs_diff(exact) <= 1, "{t}: {fast} vs {exact}");
+        }
+        assert_eq!(s.to_ns(1_000_154_999_999), None, "before the segment");
+        assert_eq!(s.to_ns(1_000_310_000_777), None, "at its end: extrapolated");
     }
 
     #[test]

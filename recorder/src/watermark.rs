@@ -24,8 +24,13 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use sonda_trace::{Record, Time};
 
+use crate::agent::packed::PackedRun;
+
 /// Spare run buffers kept for reuse, so that a steady recording allocates nothing.
 const SPARE_RUNS: usize = 16;
+/// Spare byte buffers of packed runs kept for the agents' drain (one per thread
+/// drained in a cycle is what a steady recording needs).
+const SPARE_BYTES: usize = 256;
 
 /// Records waiting for the watermark, released in time order.
 ///
@@ -47,14 +52,37 @@ pub struct Watermark {
     next_seq: u64,
     /// Emptied run buffers, kept with their capacity.
     spare: Vec<Vec<Record>>,
+    /// Emptied buffers of packed runs, for [`Watermark::byte_buffers`].
+    spare_bytes: Vec<Vec<u8>>,
     /// Time of the last record handed out.
     last: Time,
     late: u64,
 }
 
 /// One batch, sorted (its arrival order is in its heap entry).
-struct Run {
-    records: VecDeque<Record>,
+enum Run {
+    /// Records of any sources, sorted when added.
+    Records(VecDeque<Record>),
+    /// One thread's drained ring, in order as it came, decoded as it goes out.
+    Packed(PackedRun),
+}
+
+impl Run {
+    #[inline]
+    fn front_time(&self) -> Option<Time> {
+        match self {
+            Run::Records(r) => r.front().map(|r| r.time),
+            Run::Packed(p) => p.front_time(),
+        }
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<Record> {
+        match self {
+            Run::Records(r) => r.pop_front(),
+            Run::Packed(p) => p.pop(),
+        }
+    }
 }
 
 impl Watermark {
@@ -78,6 +106,26 @@ impl Watermark {
         self.add_run(run);
     }
 
+    /// Adds one thread's drained ring, whose times are trace times in order.
+    pub fn extend_packed(&mut self, run: PackedRun) {
+        match run.front_time() {
+            Some(head) => self.push_run(head, Run::Packed(run)),
+            None => self.recycle_bytes(run),
+        }
+    }
+
+    /// Empty buffers for the agents' drain to fill (packed runs give theirs back here
+    /// once released); take what is needed and leave the rest.
+    pub fn byte_buffers(&mut self) -> &mut Vec<Vec<u8>> {
+        &mut self.spare_bytes
+    }
+
+    fn recycle_bytes(&mut self, run: PackedRun) {
+        if self.spare_bytes.len() < SPARE_BYTES {
+            self.spare_bytes.push(run.into_buffer());
+        }
+    }
+
     fn add_run(&mut self, mut run: Vec<Record>) {
         if run.is_empty() {
             self.spare.push(run);
@@ -86,12 +134,14 @@ impl Watermark {
         // Stable: equal times keep their arrival order. A batch is a few sorted runs
         // (one per CPU or thread), which this sort finds and merges.
         run.sort_by_key(|r| r.time);
+        let head = run[0].time;
         // O(1): a deque made from a vector keeps its buffer.
-        let run = VecDeque::from(run);
+        self.push_run(head, Run::Records(VecDeque::from(run)));
+    }
+
+    fn push_run(&mut self, head: Time, run: Run) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let head = run[0].time;
-        let run = Run { records: run };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.runs[i] = Some(run);
@@ -105,22 +155,33 @@ impl Watermark {
         self.heads.push(Reverse((head, seq, idx)));
     }
 
-    /// Hands out, in time order, every record at or before `watermark`.
-    pub fn release(&mut self, watermark: Time, mut out: impl FnMut(Record)) {
+    /// Hands out, in time order, the records at or before `watermark`, at most `limit`
+    /// of them; returns whether it stopped at the limit (records at or before the
+    /// watermark remain, and a next call goes on from there). The limit lets the caller
+    /// release a large backlog in pieces and drain the agents' rings between them, so
+    /// that a busy thread's ring does not fill while a whole backlog is written.
+    pub fn release(&mut self, watermark: Time, limit: usize, mut out: impl FnMut(Record)) -> bool {
+        let mut left = limit;
         while let Some(&Reverse((head, seq, idx))) = self.heads.peek() {
             if head > watermark {
                 break;
+            }
+            if left == 0 {
+                return true;
             }
             self.heads.pop();
             // The next-best run's head bounds this run's streak.
             let bound = self.heads.peek().map(|Reverse((t, s, _))| (*t, *s));
             let run = self.runs[idx].as_mut().expect("a run in the heap exists");
-            while let Some(r) = run.records.front() {
-                let before_bound = bound.is_none_or(|b| (r.time, seq) < b);
-                if r.time > watermark || !before_bound {
+            while let Some(time) = run.front_time() {
+                let before_bound = bound.is_none_or(|b| (time, seq) < b);
+                if time > watermark || !before_bound || left == 0 {
                     break;
                 }
-                let mut r = run.records.pop_front().expect("front exists");
+                left -= 1;
+                let Some(mut r) = run.pop() else {
+                    break;
+                };
                 if r.time < self.last {
                     r.time = self.last;
                     self.late += 1;
@@ -128,26 +189,31 @@ impl Watermark {
                 self.last = r.time;
                 out(r);
             }
-            match run.records.front() {
-                Some(next) => self.heads.push(Reverse((next.time, seq, idx))),
+            match run.front_time() {
+                Some(next) => self.heads.push(Reverse((next, seq, idx))),
                 None => {
                     let done = self.runs[idx].take().expect("the run exists");
                     self.free.push(idx);
-                    if self.spare.len() < SPARE_RUNS {
-                        // O(1) for an empty deque: the buffer is kept.
-                        let mut buffer = Vec::from(done.records);
-                        buffer.clear();
-                        self.spare.push(buffer);
+                    match done {
+                        Run::Records(records) if self.spare.len() < SPARE_RUNS => {
+                            // O(1) for an empty deque: the buffer is kept.
+                            let mut buffer = Vec::from(records);
+                            buffer.clear();
+                            self.spare.push(buffer);
+                        }
+                        Run::Records(_) => {}
+                        Run::Packed(p) => self.recycle_bytes(p),
                     }
                 }
             }
         }
+        false
     }
 
     /// Hands out everything pending, in time order (as a release at the end of time).
     #[cfg(test)]
     pub fn release_all(&mut self, out: impl FnMut(Record)) {
-        self.release(Time(u64::MAX), out);
+        self.release(Time(u64::MAX), usize::MAX, out);
     }
 
     /// Records re-timed because they arrived after later ones had been handed out.
@@ -158,7 +224,11 @@ impl Watermark {
     /// Records waiting.
     #[cfg(test)]
     pub fn pending(&self) -> usize {
-        self.runs.iter().flatten().map(|r| r.records.len()).sum()
+        let len = |r: &Run| match r {
+            Run::Records(r) => r.len(),
+            Run::Packed(p) => p.remaining(),
+        };
+        self.runs.iter().flatten().map(len).sum()
     }
 }
 
@@ -176,9 +246,10 @@ mod tests {
 
     fn release(m: &mut Watermark, watermark: u64) -> Vec<(u64, u32)> {
         let mut out = Vec::new();
-        m.release(Time(watermark), |r| {
+        // In pieces of 3, as the cycle releases a backlog: the pieces join up exactly.
+        while m.release(Time(watermark), 3, |r| {
             out.push((r.time.0, r.event.tid().unwrap().0))
-        });
+        }) {}
         out
     }
 
@@ -192,6 +263,20 @@ mod tests {
         m.extend([rec(55, 2)]);
         assert_eq!(release(&mut m, 100), [(50, 0), (55, 2), (60, 1)]);
         assert_eq!(m.late_retimed(), 0);
+    }
+
+    #[test]
+    fn a_limited_release_stops_at_the_limit_and_goes_on_from_there() {
+        let mut m = Watermark::new();
+        m.extend((0..8).map(|t| rec(t, 0)));
+        m.extend([rec(50, 1)]);
+        let mut got = Vec::new();
+        assert!(m.release(Time(10), 4, |r| got.push(r.time.0)));
+        assert_eq!(got, [0, 1, 2, 3]);
+        // The last four before the watermark: nothing left to release after them.
+        assert!(!m.release(Time(10), 4, |r| got.push(r.time.0)));
+        assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(m.pending(), 1);
     }
 
     #[test]
@@ -233,11 +318,11 @@ mod tests {
                 })
                 .collect();
             m.extend(batch);
-            m.release(Time(step * 1000), |r| {
+            while m.release(Time(step * 1000), 7, |r| {
                 assert!(r.time.0 >= last);
                 last = r.time.0;
                 count += 1;
-            });
+            }) {}
         }
         m.release_all(|r| {
             assert!(r.time.0 >= last);
@@ -274,7 +359,7 @@ mod tests {
             }
             let w = Time(step * 1000);
             let mut got = Vec::new();
-            m.release(w, |r| got.push(r));
+            while m.release(w, 5, |r| got.push(r)) {}
             reference.sort_by_key(|r| r.time);
             let n = reference.partition_point(|r| r.time <= w);
             let want: Vec<Record> = reference.drain(..n).collect();

@@ -85,33 +85,42 @@ pub struct RingRecord {
 pub fn decode(bytes: &[u8]) -> impl Iterator<Item = RingRecord> + '_ {
     let mut pos = 0usize;
     std::iter::from_fn(move || {
-        if pos + 16 > bytes.len() {
-            return None;
-        }
-        let u = &bytes[pos..pos + 16];
-        let time = u64::from_le_bytes(u[0..8].try_into().unwrap());
-        let h = u32::from_le_bytes(u[8..12].try_into().unwrap());
-        let arg = u32::from_le_bytes(u[12..16].try_into().unwrap());
-        let extra_units = ((h >> 8) & 0xff) as usize;
-        let end = pos + 16 * (1 + extra_units);
-        if end > bytes.len() {
-            return None;
-        }
-        let extra = if extra_units > 0 {
-            u64::from_le_bytes(bytes[pos + 16..pos + 24].try_into().unwrap())
-        } else {
-            0
-        };
-        pos = end;
-        Some(RingRecord {
+        let (rec, next) = decode_at(bytes, pos)?;
+        pos = next;
+        Some(rec)
+    })
+}
+
+/// Decodes the record at byte `pos` of drained ring bytes (a record boundary), with
+/// the position of the next one; `None` past the end or for a record whose extra units
+/// are not all there. For readers that keep their place in the bytes between records.
+#[inline]
+pub fn decode_at(bytes: &[u8], pos: usize) -> Option<(RingRecord, usize)> {
+    let u = bytes.get(pos..pos.checked_add(16)?)?;
+    let time = u64::from_le_bytes(u[0..8].try_into().unwrap());
+    let h = u32::from_le_bytes(u[8..12].try_into().unwrap());
+    let arg = u32::from_le_bytes(u[12..16].try_into().unwrap());
+    let extra_units = ((h >> 8) & 0xff) as usize;
+    let end = pos + 16 * (1 + extra_units);
+    if end > bytes.len() {
+        return None;
+    }
+    let extra = if extra_units > 0 {
+        u64::from_le_bytes(bytes[pos + 16..pos + 24].try_into().unwrap())
+    } else {
+        0
+    };
+    Some((
+        RingRecord {
             time,
             kind: (h & 0xff) as u8,
             aux: (h >> 16) as u16,
             arg,
             extra,
             extra_units: extra_units as u8,
-        })
-    })
+        },
+        end,
+    ))
 }
 
 #[cfg(test)]

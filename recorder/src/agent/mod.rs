@@ -10,6 +10,7 @@
 pub mod buffer_file;
 pub mod maps;
 pub mod native_functions;
+pub mod packed;
 pub mod pid_map;
 pub mod ring_map;
 pub mod sizing;
@@ -24,6 +25,7 @@ use sonda_shm::records::decode;
 use sonda_shm::{AgentState, Clock, CreateError, Region, SlotState};
 
 use buffer_file::{BufferFile, BufferPlace};
+use packed::PackedRun;
 use sizing::{human, Bound, Room, Sizing, TooSmall, Wanted};
 use sonda_trace::codec::{Item, Items};
 use sonda_trace::{Event, Meta, Pid, Record, Tid, Time};
@@ -71,6 +73,16 @@ pub struct AgentStats {
     pub warnings: u64,
 }
 
+/// Where [`AgentSource::drain`] puts what it drains.
+pub struct Drained<'a> {
+    /// Records decoded at drain time (and drop reports), in no particular order.
+    pub records: &'a mut Vec<Record>,
+    /// Slots' bytes kept as they came, each run in time order.
+    pub packed: &'a mut Vec<PackedRun>,
+    /// Empty buffers to drain into (the watermark gives them back once released).
+    pub pool: &'a mut Vec<Vec<u8>>,
+}
+
 /// The collector's side of the buffer file.
 pub struct AgentSource {
     region: Region,
@@ -90,7 +102,6 @@ pub struct AgentSource {
     scan_limit: u32,
     /// Drains since the last scan of every slot.
     since_full_scan: u32,
-    scratch: Vec<u8>,
     /// The doorbell count last seen (see [`AgentSource::wait_for_bell`]).
     bell_seen: u32,
     stats: AgentStats,
@@ -172,7 +183,6 @@ impl AgentSource {
             summary_warning: None,
             scan_limit: 0,
             since_full_scan: 0,
-            scratch: Vec::with_capacity(geo.ring_len as usize),
             bell_seen: 0,
             stats: AgentStats::default(),
             pid_map: None,
@@ -218,13 +228,16 @@ impl AgentSource {
         self.region.heartbeat(now);
     }
 
-    /// Drains every slot into `out`, as records whose `time` is still the raw agent
-    /// clock (TSC ticks or monotonic ns): the caller converts them in place once it has
-    /// calibrated, which spares a copy of every event. `now_raw` (the agent clock, read
-    /// before draining) stamps drop reports of slots with no record this time;
-    /// `thread(pid, tid)` is told of every thread with records. Slots of threads that
-    /// ended are freed, and so are those of processes that are gone, once drained.
-    pub fn drain(&mut self, now_raw: u64, out: &mut Vec<Record>, mut thread: impl FnMut(Pid, Tid)) {
+    /// Drains every slot into `out`, whose times are still the raw agent clock (TSC
+    /// ticks or monotonic ns): the caller converts them in place once it has
+    /// calibrated, which spares a copy of every event. A slot's bytes are kept as they
+    /// came, as one [`PackedRun`] in `out.packed`, when they can be
+    /// ([`packed::scan`]); otherwise they are decoded into `out.records`, as are drop
+    /// reports. `now_raw` (the agent clock, read before draining) stamps drop reports
+    /// of slots with no record this time; `thread(pid, tid)` is told of every thread
+    /// with records. Slots of threads that ended are freed, and so are those of
+    /// processes that are gone, once drained.
+    pub fn drain(&mut self, now_raw: u64, out: Drained<'_>, mut thread: impl FnMut(Pid, Tid)) {
         // Agents take the lowest free slot, so slots in use sit below the highest one
         // ever seen in use (plus those claimed since, right above it): scanning past a
         // margin above it is wasted, and costly (each slot header is on its own page).
@@ -253,24 +266,33 @@ impl AgentSource {
             if let Some(map) = &mut self.pid_map {
                 (pid, tid) = (map.pid(pid), map.tid(tid));
             }
-            self.scratch.clear();
-            self.region.drain(i, &mut self.scratch);
+            let mut bytes = out.pool.pop().unwrap_or_default();
+            bytes.clear();
+            self.region.drain(i, &mut bytes);
             let mut last_raw = None;
-            for rec in decode(&self.scratch) {
-                let region = &self.region;
-                let event = ring_map::event(&rec, pid, tid)
-                    .map(|e| self.natives.translate(pid, e, || region.next_method_id()));
-                match event {
-                    Some(event) => {
-                        self.stats.records += 1;
-                        last_raw = Some(rec.time);
-                        out.push(Record {
-                            time: Time(rec.time),
-                            event,
-                        });
+            if let Some(scan) = packed::scan(&bytes) {
+                self.stats.records += scan.records;
+                last_raw = Some(scan.last_raw);
+                out.packed.push(PackedRun::new(bytes, pid, tid));
+            } else {
+                for rec in decode(&bytes) {
+                    let region = &self.region;
+                    let event = ring_map::event(&rec, pid, tid)
+                        .map(|e| self.natives.translate(pid, e, || region.next_method_id()));
+                    match event {
+                        Some(event) => {
+                            self.stats.records += 1;
+                            last_raw = Some(rec.time);
+                            out.records.push(Record {
+                                time: Time(rec.time),
+                                event,
+                            });
+                        }
+                        None => self.stats.unknown += 1,
                     }
-                    None => self.stats.unknown += 1,
                 }
+                bytes.clear();
+                out.pool.push(bytes);
             }
             if last_raw.is_some() {
                 thread(pid, tid);
@@ -284,7 +306,7 @@ impl AgentSource {
                 *seen = info.dropped;
                 self.stats.dropped += count;
                 thread(pid, tid);
-                out.push(Record {
+                out.records.push(Record {
                     time: Time(last_raw.unwrap_or(now_raw)),
                     event: Event::Dropped { tid, count },
                 });
@@ -300,6 +322,28 @@ impl AgentSource {
                 _ => {}
             }
         }
+    }
+
+    /// [`AgentSource::drain`] into a list: the packed runs' records (in slot order),
+    /// then the decoded ones.
+    #[cfg(test)]
+    pub fn drain_records(
+        &mut self,
+        now_raw: u64,
+        out: &mut Vec<Record>,
+        thread: impl FnMut(Pid, Tid),
+    ) {
+        let (mut records, mut packed, mut pool) = (Vec::new(), Vec::new(), Vec::new());
+        let drained = Drained {
+            records: &mut records,
+            packed: &mut packed,
+            pool: &mut pool,
+        };
+        self.drain(now_raw, drained, thread);
+        for mut run in packed {
+            out.extend(std::iter::from_fn(|| run.pop()));
+        }
+        out.append(&mut records);
     }
 
     /// Hands every metadata record published since the last call to `each`, then the
@@ -613,7 +657,7 @@ mod tests {
         }
         let mut out = Vec::new();
         let mut threads = Vec::new();
-        src.drain(1000, &mut out, |pid, tid| threads.push((pid, tid)));
+        src.drain_records(1000, &mut out, |pid, tid| threads.push((pid, tid)));
         assert_eq!(out.len(), 17);
         assert_eq!(
             out[0],
@@ -641,7 +685,7 @@ mod tests {
         assert_eq!(metas.len(), 1);
         p.retire();
         out.clear();
-        src.drain(2000, &mut out, |_, _| {});
+        src.drain_records(2000, &mut out, |_, _| {});
         assert!(out.is_empty());
         assert_eq!(agent.slot_info(0).state, SlotState::Free);
         let s = src.stats();
@@ -667,18 +711,18 @@ mod tests {
             p.push(t as u64, head(ENTER, 0, 0), 1);
         }
         let mut out = Vec::new();
-        src.drain(0, &mut out, |_, _| {});
+        src.drain_records(0, &mut out, |_, _| {});
         assert_eq!(out.len(), 150);
         // All end but the last; its slot stays far above the free ones.
         for p in &producers[..149] {
             p.retire();
         }
-        src.drain(0, &mut out, |_, _| {});
+        src.drain_records(0, &mut out, |_, _| {});
         producers[149].push(7, head(LEAVE, 0, 0), 1);
         let newcomer = agent.claim(me, 5000).unwrap();
         newcomer.push(8, head(ENTER, 0, 0), 2);
         out.clear();
-        src.drain(0, &mut out, |_, _| {});
+        src.drain_records(0, &mut out, |_, _| {});
         let tids: Vec<u32> = out
             .iter()
             .filter_map(|s| s.event.tid())
