@@ -204,7 +204,7 @@ struct Recording<W: Write> {
     metas: Vec<Meta>,
     tally: Tally,
     wakes: WakeAudit,
-    /// Cycles run because an agent's ring passed half full.
+    /// Cycles run because an agent's ring passed a quarter full.
     bell_cycles: u64,
 }
 
@@ -722,7 +722,7 @@ impl Ticker {
     }
 
     /// One tick's work, then a wait until the next deadline, during which every ring
-    /// an agent says is half full gets drained at once (an extra cycle).
+    /// an agent says is a quarter full gets drained at once (an extra cycle).
     fn tick<W: Write>(&mut self, rec: &mut Recording<W>) -> io::Result<()> {
         rec.sample_proc();
         self.ticks += 1;

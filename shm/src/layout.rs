@@ -60,7 +60,7 @@ pub mod hdr {
     /// when it was taken out again. Zero in files of older agents.
     pub const AGENT_STATE: usize = 116;
     /// AtomicU32, a futex word: bumped (and the futex woken) by a producer whose ring
-    /// passed half full, so that the collector drains at once instead of at its next
+    /// passed a quarter full, so that the collector drains at once instead of at its next
     /// period (see `Producer::push`). Zero and unused with older agents, whose rings are
     /// drained every period only.
     pub const DOORBELL: usize = 120;

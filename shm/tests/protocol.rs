@@ -191,11 +191,11 @@ fn the_configuration_crosses_the_file_and_a_bad_text_is_an_error() {
     assert!(!none.exists());
 }
 
-/// A producer whose ring passes half full rings the doorbell once per drain, and the
+/// A producer whose ring passes a quarter full rings the doorbell once per drain, and the
 /// ring wakes a collector waiting on it (another thread here; another process in
 /// use: the futex is shared, not private).
 #[test]
-fn a_ring_past_half_full_rings_the_doorbell_once_per_drain_and_wakes_the_waiter() {
+fn a_ring_past_a_quarter_full_rings_the_doorbell_once_per_drain_and_wakes_the_waiter() {
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("buf");
@@ -212,7 +212,7 @@ fn a_ring_past_half_full_rings_the_doorbell_once_per_drain_and_wakes_the_waiter(
             assert!(p.push(t, head(ENTER, 0, 0), 1));
         }
     };
-    push(128); // exactly half full: no ring yet
+    push(64); // exactly a quarter full: no ring yet
     assert_eq!(collector.doorbell(), 0);
     assert_eq!(
         collector.wait_doorbell(0, Duration::from_millis(1)),
@@ -236,16 +236,16 @@ fn a_ring_past_half_full_rings_the_doorbell_once_per_drain_and_wakes_the_waiter(
             "woken, not timed out: {took:?}"
         );
     });
-    push(100); // still past half, same drain: no more rings
+    push(100); // still past, same drain: no more rings
     assert_eq!(collector.doorbell(), 1);
     let mut out = Vec::new();
-    assert_eq!(collector.drain(0, &mut out), 229 * 16);
-    push(128);
-    assert_eq!(collector.doorbell(), 1, "half full again, not past it");
+    assert_eq!(collector.drain(0, &mut out), 165 * 16);
+    push(64);
+    assert_eq!(collector.doorbell(), 1, "a quarter full again, not past it");
     push(1);
     assert_eq!(
         collector.doorbell(),
         2,
-        "past half after a drain: rings again"
+        "past a quarter after a drain: rings again"
     );
 }

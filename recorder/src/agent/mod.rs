@@ -212,7 +212,7 @@ impl AgentSource {
         &self.file.agent_path
     }
 
-    /// Waits up to `timeout` for an agent's ring to pass half full (its producer rings
+    /// Waits up to `timeout` for an agent's ring to pass a quarter full (its producer rings
     /// the buffer's doorbell); returns whether one did. A thread writing millions of
     /// events a second fills a ring in milliseconds, far less than the drain period,
     /// so the collector drains when told rather than only on its period.
