@@ -19,6 +19,9 @@
 #           HttpServlet::service` (the request path)
 #   heavy   the heavy page with the path traced, against the heavy page without sonda
 #           (heavy-none)
+#   broad   `sonda attach PID --methods 'org.apache.**' --methods 'jakarta.**' --budget
+#           $BUDGET` (every Tomcat method, within an overhead budget: issue 13); not in
+#           the default CONFIGS (each attach retransforms thousands of classes)
 # CONFIGS lists the comparisons, each named by its B side against the same page without
 # sonda (its A side): none (A/A, the noise floor), kernel, path, heavy-none (A/A on the
 # heavy page), heavy.
@@ -101,6 +104,8 @@
 #   MAX_PAIRS    pairs at most per comparison (default 20)
 #   BASELINE, ATTACHED, AFTER, ROUNDS   attach mode: seconds before, during and after
 #                each attach (30, 30, 60), rounds (2)
+#   ATTACH_CONFIG  attach mode: what is attached, path (default) or broad
+#   BUDGET       the broad configuration's --budget PERCENT (default 5)
 #   THREADS, CONNECTIONS   wrk's (2, 8)
 #   PIN          "SERVER_CPUS/LOAD_CPUS", e.g. 0/1: Tomcat and sonda on the first
 #                (taskset -c), wrk on the second; default: not pinned (shared)
@@ -144,6 +149,8 @@ BASELINE="${BASELINE:-30}"
 ATTACHED="${ATTACHED:-30}"
 AFTER="${AFTER:-60}"
 ROUNDS="${ROUNDS:-2}"
+ATTACH_CONFIG="${ATTACH_CONFIG:-path}"
+BUDGET="${BUDGET:-5}"
 THREADS="${THREADS:-2}"
 CONNECTIONS="${CONNECTIONS:-8}"
 PIN="${PIN:-}"
@@ -162,6 +169,8 @@ ME=bench-tomcat.sh
 source "$REPO/scripts/lib/tomcat.sh"
 
 case "$MODE" in windows | attach) ;; *) die "MODE is $MODE: windows or attach" ;; esac
+case "$ATTACH_CONFIG" in path | broad) ;; *) die "ATTACH_CONFIG is $ATTACH_CONFIG: path or broad" ;; esac
+[[ "$BUDGET" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "BUDGET is '$BUDGET': a percentage"
 for v in WINDOW SETTLE WARMUP MIN_PAIRS MAX_PAIRS BASELINE ATTACHED AFTER ROUNDS THREADS CONNECTIONS; do
     if ! [[ "${!v}" =~ ^[0-9]+$ ]] || [ "${!v}" = 0 ]; then
         die "$v is '${!v}': a positive whole number"
@@ -178,7 +187,7 @@ if [ -n "$PIN" ]; then
     LOAD_PIN+=(taskset -c "${PIN#*/}")
 fi
 for c in $CONFIGS; do
-    case "$c" in none | kernel | path | heavy-none | heavy) ;; *) die "unknown configuration '$c' in CONFIGS (none kernel path heavy-none heavy)" ;; esac
+    case "$c" in none | kernel | path | heavy-none | heavy | broad) ;; *) die "unknown configuration '$c' in CONFIGS (none kernel path heavy-none heavy broad)" ;; esac
 done
 
 JVM_PID=
@@ -271,6 +280,7 @@ methods_of() {
     case "$1" in
         kernel) ;;
         path) printf '%s\n' --methods "$WRAPPER_METHOD" --methods "$SERVLET_METHOD" ;;
+        broad) printf '%s\n' --methods 'org.apache.**' --methods 'jakarta.**' --budget "$BUDGET" ;;
     esac
 }
 
@@ -326,7 +336,7 @@ switch_to() {
 measure() {
     local comp="$1" pair="$2" slot="$3" acfg="$4" bcfg="$5" cfg="$6" page="$7"
     local sonda_cfg=none
-    case "$cfg" in kernel) sonda_cfg=kernel ;; path | heavy) sonda_cfg=path ;; esac
+    case "$cfg" in kernel) sonda_cfg=kernel ;; path | heavy) sonda_cfg=path ;; broad) sonda_cfg=broad ;; esac
     switch_to "$sonda_cfg"
     load "$page" "$SETTLE"
     local j0 j1 s0=(0 0) s1=(0 0) n0=0 n1=0 m0 m1 c0 c1 t0
@@ -419,7 +429,7 @@ windows_mode() {
         case "$c" in heavy*) wanted+="heavy " ;; *) wanted+="hello " ;; esac
     done
     case " $CONFIGS " in
-        *" path "* | *" heavy "*)
+        *" path "* | *" heavy "* | *" broad "*)
             # The first retransformation into this JVM deoptimises every compiled
             # method: do it once, unmeasured, before the warm-up.
             say "priming: attach and detach once with the request path (the first retransformation deoptimises everything), under load"
@@ -478,9 +488,9 @@ attach_mode() {
         echo "$r,baseline,$(now)" >>"$OUT/events.csv"
         sleep "$BASELINE"
         echo "$r,attach,$(now)" >>"$OUT/events.csv"
-        switch_to path
+        switch_to "$ATTACH_CONFIG"
         echo "$r,ready,$(now)" >>"$OUT/events.csv"
-        say "round $r: attached ($(sed -n 's/.*attached to JVM [0-9]* (.*) in \([0-9.]*\) s;.*/\1/p' "$ATTACH_LOG") s); $ATTACHED s with the request path traced"
+        say "round $r: attached ($(sed -n 's/.*attached to JVM [0-9]* (.*) in \([0-9.]*\) s;.*/\1/p' "$ATTACH_LOG") s); $ATTACHED s with $ATTACH_CONFIG traced"
         sleep "$ATTACHED"
         echo "$r,detach,$(now)" >>"$OUT/events.csv"
         switch_to none

@@ -236,7 +236,9 @@ fi
 
 check_trace
 if [ -n "$BUDGET" ]; then
-    awk '/^Methods removed by the overhead budget/ { on = 1 } on && /^$/ { exit } on' "$OUT/report.txt" | head -n 40 >&2
+    # The first 40 lines (awk stops itself: `| head` would end it with SIGPIPE, which
+    # pipefail turns into the script's failure).
+    awk '/^Methods removed by the overhead budget/ { on = 1 } on && /^$/ { exit } on { print; if (++n == 40) exit }' "$OUT/report.txt" >&2
     say "the budget removed $(awk '/^Methods removed/ { on = 1; getline; next } on && /^  \(/ { exit } on && NF { n++ } END { print n + 0 }' "$OUT/report.txt") methods"
 fi
 say "trace: $WRAPPER_CALLS StandardWrapperValve::invoke (sonda report: ${REPORT_CALLS:-none}), $SERVLET_CALLS HttpServlet::service, $JSP_CALLS _jspService calls"
