@@ -105,6 +105,8 @@ pub struct RunQueues {
     pub quantum_s: f64,
     /// The worker threads that ran the calls, when they are a reused pool.
     pub workers: Option<u32>,
+    /// The mean stretch of a CPU-bound task (s): its slice.
+    pub cpu_bound_slice_s: f64,
 }
 
 /// A slice when the trace saw no preemption (s): Linux's default minimum granularity
@@ -326,6 +328,8 @@ pub struct BackgroundLoad {
     /// The mean stretch of a traced thread ended by a preemption (s; 0 if none): the
     /// scheduler's slice as the traced threads met it.
     pub preempted_stretch_s: f64,
+    /// The mean stretch of a CPU-bound task (s; 0 if none).
+    pub cpu_bound_stretch_s: f64,
 }
 
 /// The name of the open background class.
@@ -454,6 +458,7 @@ pub fn build(
             DEFAULT_QUANTUM_S
         },
         workers: worker_pool(calls),
+        cpu_bound_slice_s: background.cpu_bound_stretch_s,
     });
     Model {
         name: jsimg
@@ -581,6 +586,7 @@ pub fn model_of(
         cpu_bound_cpus: bg.cpu_bound_cpus,
         cpu_bound_present: bg.cpu_bound_present,
         preempted_stretch_s: bg.preempted_stretch_ns / 1e9,
+        cpu_bound_stretch_s: bg.cpu_bound_stretch_ns / 1e9,
     };
     build(
         jsimg,
@@ -1249,9 +1255,15 @@ fn run_queue<W: Write>(
 ) -> io::Result<()> {
     // (slice mean, probability of another slice) of a class's visit.
     let slice = |c: &ModelClass| {
-        // A CPU-bound task is always preempted: its stretches are slices.
+        // A CPU-bound task is always preempted: its measured stretches are its
+        // slices.
         if matches!(c.population, Population::Closed { .. }) {
-            return (rq.quantum_s, 0.0);
+            let s = if rq.cpu_bound_slice_s > 0.0 {
+                rq.cpu_bound_slice_s
+            } else {
+                rq.quantum_s
+            };
+            return (s, 0.0);
         }
         let visit = c.cpu.mean().unwrap_or(c.cpu_mean / c.visits.max(1.0));
         if visit <= 0.0 || visit <= rq.quantum_s {
@@ -1277,10 +1289,13 @@ fn run_queue<W: Write>(
                 }
                 Ok(())
             })?;
-            service_strategies(w, &m.classes, |c| {
-                Service::Fitted(Params::Exponential {
+            service_strategies(w, &m.classes, |c| match c.population {
+                // The scheduler's slice of a task that never blocks: its mean length
+                // every time (what ends it early, a wakeup, is the other jobs').
+                Population::Closed { .. } => Service::Deterministic(slice(c).0),
+                Population::Open { .. } => Service::Fitted(Params::Exponential {
                     rate: 1.0 / slice(c).0,
-                })
+                }),
             })
         })?;
         router(w, &m.classes, |c| {
@@ -1512,6 +1527,7 @@ mod tests {
                 cpu_bound_cpus: cpus,
                 cpu_bound_present: present,
                 preempted_stretch_s: 0.0,
+                cpu_bound_stretch_s: 0.0,
             };
             let classes = background_classes(&b);
             assert_eq!(classes.len(), 2);
