@@ -1544,6 +1544,70 @@ mod tests {
         assert_eq!(think(0.5, 0.0), ZERO_DELAY_S);
     }
 
+    /// The run-queue model: a station per CPU, JSQ placement from the source and the
+    /// delay, another slice with the probability that keeps the visit's mean, the
+    /// CPU-bound task looping on its CPU, the worker region without background weight.
+    #[test]
+    fn run_queues_have_a_station_per_cpu_jsq_slices_and_the_worker_region() {
+        let mut m = Model {
+            name: "rq.jsimg".into(),
+            cpus: 2,
+            run_queues: Some(RunQueues {
+                quantum_s: 0.001,
+                workers: Some(6),
+                cpu_bound_slice_s: 0.004,
+            }),
+            classes: vec![ModelClass {
+                name: "a.B::x".into(),
+                population: Population::Open { rate: 100.0 },
+                traced: true,
+                visits: 2.0,
+                cpu_mean: 0.008,
+                cpu: Service::Fitted(Params::Exponential { rate: 250.0 }),
+                blocked_phases: 1.0,
+                blocked_mean: 0.003,
+                blocked: Some(Service::Deterministic(0.003)),
+                wall_mean: 0.012,
+                calls: 10,
+                cpu_samples: PathBuf::new(),
+                blocked_samples: PathBuf::new(),
+            }],
+            samples: Vec::new(),
+        };
+        m.classes.extend(background_classes(&BackgroundLoad {
+            open_cpus: 0.2,
+            open_stretch_s: 0.0005,
+            cpu_bound: 1,
+            cpu_bound_cpus: 0.5,
+            cpu_bound_present: 1.0,
+            preempted_stretch_s: 0.001,
+            cpu_bound_stretch_s: 0.004,
+        }));
+        let xml = to_xml(&m);
+        assert!(xml.contains(r#"<node name="CPU0">"#) && xml.contains(r#"<node name="CPU1">"#));
+        assert!(!xml.contains(r#"<node name="CPU">"#));
+        assert!(!xml.contains("PSServer"));
+        // Source and Blocked place every class on the shortest queue.
+        assert_eq!(
+            xml.matches(r#"name="Join the Shortest Queue (JSQ)""#)
+                .count(),
+            2 * m.classes.len()
+        );
+        // A 4 ms visit in 1 ms slices: another slice with probability 3/4, then
+        // blocked or done half and half.
+        assert!(xml.contains(&num(0.75)), "{xml}");
+        assert!(xml.contains(&num(0.125)));
+        assert!(xml.contains(r#"<connection source="CPU1" target="CPU1"/>"#));
+        // The CPU-bound task: deterministic 4 ms slices on its CPU.
+        assert!(xml.contains(&num(0.004)));
+        assert!(xml.contains(r#"<blockingRegion name="workers" type="default">"#));
+        assert!(xml.contains(r#"<regionNode nodeName="Blocked"/>"#));
+        assert!(xml.contains(r#"<globalConstraint maxJobs="6"/>"#));
+        assert!(xml.contains(r#"<classWeight jobClass="a.B::x" weight="1"/>"#));
+        assert!(xml.contains(r#"<classWeight jobClass="background (untraced)" weight="0"/>"#));
+        assert!(xml.contains(r#"referenceSource="CPU0" type="closed""#));
+    }
+
     #[test]
     fn a_class_that_never_blocks_skips_the_delay() {
         let class = |name: &str, blocked: Option<Service>, p: f64| ModelClass {
