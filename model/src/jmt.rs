@@ -22,8 +22,12 @@
 //!   class with one job per CPU-bound foreign task (always runnable: it takes its
 //!   share of the CPUs at any load, which arrivals would not).
 //!
-//! Time waiting for a CPU is not an input: the PS station predicts it. Left out, and
-//! what each costs on ServiceDemo (2 CPUs, measured on a quiet machine, LINE MVA):
+//! Time waiting for a CPU is not an input: the PS station predicts it. With
+//! [`ModelOptions::run_queues`] the CPUs are modelled as the kernel runs them instead
+//! ([`RunQueues`]: a round-robin queue per CPU, wake-up placement, the worker pool as
+//! a finite capacity region), which takes the first two items below into account.
+//! Left out of the PS model, and what each costs on ServiceDemo (2 CPUs, measured on
+//! a quiet machine, LINE MVA):
 //! - the recorded run's bounded worker pool: the open classes let any number of calls
 //!   share the CPUs, the 6 workers of ServiceDemo at 70% load do not (calls wait in
 //!   the executor's queue, outside the measured response time): +50% predicted for
