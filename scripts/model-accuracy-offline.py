@@ -6,6 +6,9 @@ the worker pool's region, tests/python/ldes_with_regions.py), to study a model
 without re-recording.
 
 usage: model-accuracy-offline.py DIR SONDA VENV [EXTRA sonda model ARGS...]
+
+With BASELINE=1: the default model instead (one processor-sharing station, no
+worker pool) solved with LINE's MVA, as the test did before the run-queue model.
 """
 
 import csv
@@ -52,6 +55,27 @@ def predicted(venv, jsimg, cpus, samples):
     return {c: (q.get(c, 0.0) / x[c], x[c], u.get(c, 0.0)) for c in CLASSES}
 
 
+def predicted_mva(venv, jsimg):
+    out = subprocess.run([os.path.join(venv, "bin/line"), "-f", jsimg, "-s", "mva", "-a", "avg", "-o", "csv"],
+                         check=True, capture_output=True, text=True).stdout
+    lines = out.splitlines()
+    start = [i for i, l in enumerate(lines) if l.startswith("Station,JobClass")][0] + 1
+    p = {}
+    for line in lines[start:]:
+        f = line.split(",")
+        if len(f) != 8:
+            continue
+        e = p.setdefault(f[1].rsplit("::", 1)[-1], [0.0, 0.0, 0.0])
+        if f[0] == "Source":
+            e[1] = float(f[7])
+        elif f[0] == "CPU":
+            e[2] = float(f[3])
+            e[0] += float(f[5])
+        elif f[0] == "Blocked":
+            e[0] += float(f[5])
+    return {c: tuple(p[c]) for c in CLASSES}
+
+
 def main():
     d, sonda, venv = sys.argv[1:4]
     extra = sys.argv[4:]
@@ -62,11 +86,12 @@ def main():
         trace = os.path.join(d, f"{tag}.trace")
         if not os.path.exists(trace):
             continue
-        jsimg = os.path.join(d, f"{tag}.offline.jsimg")
-        subprocess.run([sonda, "model", trace, "--run-queues", "-o", jsimg] + extra, check=True,
-                       capture_output=True)
+        baseline = os.environ.get("BASELINE") == "1"
+        jsimg = os.path.join(d, f"{tag}.{'baseline' if baseline else 'offline'}.jsimg")
+        opts = [] if baseline else ["--run-queues"]
+        subprocess.run([sonda, "model", trace, "-o", jsimg] + opts + extra, check=True, capture_output=True)
         m = measured(os.path.join(d, f"{tag}.csv"), cpus)
-        p = predicted(venv, jsimg, cpus, samples)
+        p = predicted_mva(venv, jsimg) if baseline else predicted(venv, jsimg, cpus, samples)
         for c in CLASSES:
             e = [(p[c][i] - m[c][i]) / m[c][i] * 100 for i in range(3)]
             worst = max(worst, abs(e[0]))
