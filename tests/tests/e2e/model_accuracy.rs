@@ -144,10 +144,12 @@ fn predicted(venv: &Path, jsimg: &Path, cpus: f64) -> BTreeMap<String, Measured>
 /// finite capacity region; see docs/services-schema.md), on a shared 2-CPU guest:
 /// throughput within 0.1%; utilisation within 2-4% (up to +17% in a run where the
 /// hypervisor stole 0.3 ms of each 2 ms call: the model's service is CPU + steal,
-/// ServiceDemo's clock is the thread's CPU time). Response times alone: -12% to +20%
-/// (the single-PS model of before: -15% to +248% on the same recordings, the open
-/// classes ignoring the pool at 70%); beside the hog: -3% to +23% (before: -34% to
-/// +11%). What is left: checkout's short wake-up visits still wait less than
+/// ServiceDemo's clock is the thread's CPU time). Response times over three clean
+/// runs, alone: -12% to +20% (the single-PS model of before, MVA: -15% to +248% on
+/// the same recordings, the open classes ignoring the pool at 70%); beside the hog:
+/// -21% to +28% (before: -38% to +11%). A CPU-bound task that comes and goes during a
+/// run (another session's job) is still predicted badly: +50% to +85% in a disturbed
+/// run. What is left: checkout's short wake-up visits still wait less than
 /// measured alone (-6% to -12%), search's more beside the hog (+21%; probably the kernel's
 /// wake-up preemption cuts the hog's slice short for a woken thread, the model's
 /// woken job waits for it). Run it with `--ignored` to see the figures.
