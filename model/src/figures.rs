@@ -169,6 +169,13 @@ pub struct Background {
     /// during the period (another user's compiler); a model that kept them all there
     /// throughout predicted up to twice the measured response times.
     pub cpu_bound_present: f64,
+    /// The mean stretch on a CPU of the traced processes' threads that ended in a
+    /// preemption (ns; 0 when none was preempted): the time slice the scheduler gave
+    /// them when others waited, a round-robin model's quantum.
+    pub preempted_stretch_ns: f64,
+    /// The mean stretch on a CPU of the CPU-bound tasks (ns; 0 when there are none):
+    /// how long one holds a CPU before the scheduler gives it to another.
+    pub cpu_bound_stretch_ns: f64,
 }
 
 /// Little's law for one method: calls in flight against throughput x response time.
@@ -486,6 +493,25 @@ pub(crate) fn background(col: &Collector, whole: &Window) -> Background {
             / period_ns.max(1.0),
         cpu_bound_tasks: bound.iter().map(|t| t.0).collect(),
         cpu_bound_cpus: bound_cpus,
+        cpu_bound_stretch_ns: {
+            let outs: u64 = bound
+                .iter()
+                .map(|t| {
+                    let task = col.foreign.tasks[t];
+                    task.preempted + task.slept
+                })
+                .sum();
+            if outs > 0 {
+                bound_ns / outs as f64
+            } else {
+                0.0
+            }
+        },
+        preempted_stretch_ns: if col.foreign.preempted_stretches > 0 {
+            col.foreign.preempted_ns as f64 / col.foreign.preempted_stretches as f64
+        } else {
+            0.0
+        },
     }
 }
 

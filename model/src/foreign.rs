@@ -81,6 +81,12 @@ pub(crate) struct Foreign {
     pub tasks: FxHashMap<Tid, Task>,
     /// Gaps with foreign time (for the mean length of a foreign stretch).
     pub stretches: f64,
+    /// Stretches on a CPU of followed threads that ended in a preemption (switched
+    /// out still runnable), in the period: their count and total length (ns). Their
+    /// mean is the scheduler's time slice as the traced threads met it, which a model
+    /// with round-robin run queues takes as its quantum.
+    pub preempted_stretches: u64,
+    pub preempted_ns: u64,
 }
 
 impl Foreign {
@@ -93,6 +99,8 @@ impl Foreign {
             tail: Vec::new(),
             tasks: FxHashMap::default(),
             stretches: 0.0,
+            preempted_stretches: 0,
+            preempted_ns: 0,
         }
     }
 
@@ -123,6 +131,18 @@ impl Foreign {
             } else {
                 self.gap(grid, last_exit, seen.since, t, seen.runner, 0.5);
                 self.gap(grid, last_exit, seen.since, t, prev, 0.5);
+            }
+        }
+        // A followed thread's stretch is bracketed by two kept switches on this CPU.
+        if let (Some(seen), Some(grid)) = (self.cpus[i], grid) {
+            if seen.runner == prev
+                && prev.0 != 0
+                && !self.is_foreign(prev)
+                && seen.since >= grid.start
+                && matches!(SwitchOut::from_prev_state(prev_state), SwitchOut::Runnable)
+            {
+                self.preempted_stretches += 1;
+                self.preempted_ns += t.since(seen.since);
             }
         }
         if self.is_foreign(prev) {

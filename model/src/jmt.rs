@@ -22,8 +22,12 @@
 //!   class with one job per CPU-bound foreign task (always runnable: it takes its
 //!   share of the CPUs at any load, which arrivals would not).
 //!
-//! Time waiting for a CPU is not an input: the PS station predicts it. Left out, and
-//! what each costs on ServiceDemo (2 CPUs, measured on a quiet machine, LINE MVA):
+//! Time waiting for a CPU is not an input: the PS station predicts it. With
+//! [`ModelOptions::run_queues`] the CPUs are modelled as the kernel runs them instead
+//! ([`RunQueues`]: a round-robin queue per CPU, wake-up placement, the worker pool as
+//! a finite capacity region), which takes the first two items below into account.
+//! Left out of the PS model, and what each costs on ServiceDemo (2 CPUs, measured on
+//! a quiet machine, LINE MVA):
 //! - the recorded run's bounded worker pool: the open classes let any number of calls
 //!   share the CPUs, the 6 workers of ServiceDemo at 70% load do not (calls wait in
 //!   the executor's queue, outside the measured response time): +50% predicted for
@@ -60,6 +64,9 @@ pub const MODEL_FAMILIES: [Family; 3] = [Family::Exponential, Family::Erlang, Fa
 pub struct ModelOptions {
     /// Use JMT `Replayer` distributions over the measured samples.
     pub replayer: bool,
+    /// The CPUs as the kernel runs them ([`RunQueues`]) instead of one
+    /// processor-sharing station.
+    pub run_queues: bool,
 }
 
 impl ModelOptions {
@@ -68,7 +75,51 @@ impl ModelOptions {
         self.replayer = on;
         self
     }
+
+    /// Models the CPUs as per-CPU round-robin run queues ([`RunQueues`]).
+    pub fn with_run_queues(mut self, on: bool) -> ModelOptions {
+        self.run_queues = on;
+        self
+    }
 }
+
+/// The CPUs as the kernel runs them, for a simulator (LINE's LDES, JMT): the
+/// analytic solvers do not take join-the-shortest-queue routing or finite capacity
+/// regions.
+///
+/// - One FCFS station per CPU, served round robin: a job holds its CPU for a slice
+///   of `quantum_s` on average (exponential), then goes back to the tail of the same
+///   CPU's queue until its visit's demand is served (a geometric number of slices
+///   with the visit's mean). A visit that needs less than a slice takes its own
+///   demand. Processor sharing gives a short visit a short wait; a woken thread on
+///   Linux waits for the running one's slice, whatever its own demand.
+/// - A job is placed on a CPU when it arrives or wakes up, on the one with the
+///   fewest jobs (the kernel's wake-up placement looks for an idle CPU), and stays
+///   there for its visit (the kernel does not move a running or just-preempted
+///   thread). A CPU-bound task with no time away stays on its CPU for good.
+/// - The traced calls run on a pool of `workers` threads (when the trace shows the
+///   calls reusing a fixed set of threads): a finite capacity region over the CPUs
+///   and the blocked delay admits that many calls at once; the others wait outside,
+///   in the executor's queue, which the measured response time does not include.
+///   Background classes do not count against it (their weight is 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunQueues {
+    /// The mean time slice (s): the mean stretch of a traced thread that ended in a
+    /// preemption ([`crate::figures::Background::preempted_stretch_ns`]).
+    pub quantum_s: f64,
+    /// The worker threads that ran the calls, when they are a reused pool.
+    pub workers: Option<u32>,
+    /// The mean stretch of a CPU-bound task (s): its slice.
+    pub cpu_bound_slice_s: f64,
+}
+
+/// A slice when the trace saw no preemption (s): Linux's default minimum granularity
+/// scaled for a few CPUs.
+const DEFAULT_QUANTUM_S: f64 = 0.00075;
+
+/// A pool is taken to be fixed when its threads ran at least this many calls each on
+/// average (a thread per call runs one).
+const POOL_MIN_CALLS_PER_THREAD: f64 = 4.0;
 
 /// A service time in the model.
 #[derive(Clone, Debug, PartialEq)]
@@ -220,8 +271,10 @@ impl ModelClass {
 pub struct Model {
     /// Its name (the file name).
     pub name: String,
-    /// CPUs: the PS station's servers.
+    /// CPUs: the PS station's servers, or the run queues.
     pub cpus: u16,
+    /// Per-CPU run queues instead of one PS station.
+    pub run_queues: Option<RunQueues>,
     /// The classes.
     pub classes: Vec<ModelClass>,
     /// The per-call sample files the classes name, for the caller to write into the
@@ -276,6 +329,11 @@ pub struct BackgroundLoad {
     /// How many of them were there on average (at most `cpu_bound`): each job thinks
     /// between two visits for as long as keeps it away that share of the time.
     pub cpu_bound_present: f64,
+    /// The mean stretch of a traced thread ended by a preemption (s; 0 if none): the
+    /// scheduler's slice as the traced threads met it.
+    pub preempted_stretch_s: f64,
+    /// The mean stretch of a CPU-bound task (s; 0 if none).
+    pub cpu_bound_stretch_s: f64,
 }
 
 /// The name of the open background class.
@@ -397,15 +455,41 @@ pub fn build(
     if !classes.is_empty() {
         classes.extend(background_classes(background));
     }
+    let run_queues = opts.run_queues.then(|| RunQueues {
+        quantum_s: if background.preempted_stretch_s > 0.0 {
+            background.preempted_stretch_s
+        } else {
+            DEFAULT_QUANTUM_S
+        },
+        workers: worker_pool(calls),
+        cpu_bound_slice_s: background.cpu_bound_stretch_s,
+    });
     Model {
         name: jsimg
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model.jsimg".into()),
         cpus: cpus.max(1),
+        run_queues,
         classes,
         samples,
     }
+}
+
+/// The threads that ran the outermost calls, when they are a reused pool (each ran
+/// [`POOL_MIN_CALLS_PER_THREAD`] calls or more on average); `None` for a thread per
+/// call, or no calls.
+fn worker_pool(calls: &[(&str, &[CallRecord])]) -> Option<u32> {
+    let mut threads: Vec<sonda_trace::Tid> = calls
+        .iter()
+        .flat_map(|(_, all)| all.iter().filter(|c| c.depth == 1).map(|c| c.tid))
+        .collect();
+    let n = threads.len() as f64;
+    threads.sort_unstable_by_key(|t| t.0);
+    threads.dedup();
+    let k = threads.len();
+    (k > 0 && n / k as f64 >= POOL_MIN_CALLS_PER_THREAD)
+        .then(|| u32::try_from(k).unwrap_or(u32::MAX))
 }
 
 /// The classes of the background load: an open class for what sleeps now and then,
@@ -505,6 +589,8 @@ pub fn model_of(
         cpu_bound: bg.cpu_bound_tasks.len() as u32,
         cpu_bound_cpus: bg.cpu_bound_cpus,
         cpu_bound_present: bg.cpu_bound_present,
+        preempted_stretch_s: bg.preempted_stretch_ns / 1e9,
+        cpu_bound_stretch_s: bg.cpu_bound_stretch_ns / 1e9,
     };
     build(
         jsimg,
@@ -708,11 +794,24 @@ fn strategy<W: Write>(w: &mut Xml<W>, s: &Service) -> io::Result<()> {
     Ok(())
 }
 
-/// A `Router` section: each class's (station, probability) pairs.
+/// Where a class goes from a node.
+enum Route {
+    /// To these stations with these probabilities.
+    To(Vec<(String, f64)>),
+    /// To the station (of those connected) with the fewest jobs.
+    ShortestQueue,
+}
+
+/// To `station` always.
+fn to(station: &str) -> Route {
+    Route::To(vec![(station.to_string(), 1.0)])
+}
+
+/// A `Router` section: each class's route.
 fn router<W: Write>(
     w: &mut Xml<W>,
     classes: &[ModelClass],
-    dests: impl Fn(&ModelClass) -> Vec<(&'static str, f64)>,
+    dests: impl Fn(&ModelClass) -> Route,
 ) -> io::Result<()> {
     section(w, "Router", |w| {
         array(
@@ -722,7 +821,19 @@ fn router<W: Write>(
             |w| {
                 for c in classes {
                     ref_class(w, &c.name)?;
-                    routing(w, &dests(c))?;
+                    match dests(c) {
+                        Route::To(d) => {
+                            let d: Vec<(&str, f64)> =
+                                d.iter().map(|(s, p)| (s.as_str(), *p)).collect();
+                            routing(w, &d)?
+                        }
+                        Route::ShortestQueue => empty(
+                            w,
+                            "subParameter",
+                            "jmt.engine.NetStrategies.RoutingStrategies.ShortestQueueLengthRoutingStrategy",
+                            "Join the Shortest Queue (JSQ)",
+                        )?,
+                    }
                 }
                 Ok(())
             },
@@ -847,7 +958,22 @@ pub fn to_xml(m: &Model) -> String {
 /// Writes the model as JSIMgraph XML (UTF-8) to `out`.
 pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
     let mut w = Writer::new(out);
-    let blocked_used = m.classes.iter().any(|c| c.to_blocked() > 0.0);
+    let rq = m.run_queues;
+    // A CPU-bound class with no time away loops on its CPU in the run-queue model.
+    let loops = |c: &ModelClass| {
+        rq.is_some()
+            && matches!(c.population, Population::Closed { .. })
+            && c.blocked_mean <= ZERO_DELAY_S
+    };
+    let blocked_used = m.classes.iter().any(|c| c.to_blocked() > 0.0 && !loops(c));
+    let cpu_names: Vec<String> = match rq {
+        Some(_) => (0..m.cpus.max(1)).map(|i| format!("{CPU}{i}")).collect(),
+        None => vec![CPU.to_string()],
+    };
+    let to_cpus = |_: &ModelClass| match rq {
+        Some(_) => Route::ShortestQueue,
+        None => to(CPU),
+    };
     let name = clean(&m.name);
     w.write_event(Event::Decl(BytesDecl::new(
         "1.0",
@@ -883,7 +1009,9 @@ pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
         uc.with_attributes([("name", &*name), ("priority", "0")])
             .with_attributes(match c.population {
                 Population::Open { .. } => [("referenceSource", SOURCE), ("type", "open")],
-                Population::Closed { .. } => [("referenceSource", CPU), ("type", "closed")],
+                Population::Closed { .. } => {
+                    [("referenceSource", &*cpu_names[0]), ("type", "closed")]
+                }
             })
             .write_empty()?;
         newline(&mut w)?;
@@ -921,80 +1049,90 @@ pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
         w.create_element("section")
             .with_attribute(("className", "ServiceTunnel"))
             .write_empty()?;
-        router(w, &m.classes, |_| vec![(CPU, 1.0)])
+        router(w, &m.classes, to_cpus)
     })?;
+    if let Some(rq) = rq {
+        for cpu in &cpu_names {
+            run_queue(&mut w, m, rq, cpu, blocked_used, &loops)?;
+        }
+    }
     // CPU: processor sharing, one server per CPU.
-    node(&mut w, CPU, |w| {
-        queue_section(w, &m.classes)?;
-        section(w, "PSServer", |w| {
-            value(
-                w,
-                "parameter",
-                "java.lang.Integer",
-                "maxJobs",
-                &m.cpus.to_string(),
-            )?;
-            array(w, "java.lang.Integer", "numberOfVisits", |w| {
-                for c in &m.classes {
-                    ref_class(w, &c.name)?;
-                    value(
-                        w,
-                        "subParameter",
-                        "java.lang.Integer",
-                        "numberOfVisits",
-                        "1",
-                    )?;
-                }
-                Ok(())
-            })?;
-            service_strategies(w, &m.classes, |c| c.cpu.clone())?;
-            array(
-                w,
-                "jmt.engine.NetStrategies.PSStrategy",
-                "PSStrategy",
-                |w| {
+    if rq.is_none() {
+        node(&mut w, CPU, |w| {
+            queue_section(w, &m.classes)?;
+            section(w, "PSServer", |w| {
+                value(
+                    w,
+                    "parameter",
+                    "java.lang.Integer",
+                    "maxJobs",
+                    &m.cpus.to_string(),
+                )?;
+                array(w, "java.lang.Integer", "numberOfVisits", |w| {
                     for c in &m.classes {
                         ref_class(w, &c.name)?;
-                        empty(
+                        value(
                             w,
                             "subParameter",
-                            "jmt.engine.NetStrategies.PSStrategies.EPSStrategy",
-                            "EPSStrategy",
+                            "java.lang.Integer",
+                            "numberOfVisits",
+                            "1",
                         )?;
                     }
                     Ok(())
-                },
-            )?;
-            array(w, "java.lang.Double", "serviceWeights", |w| {
-                for c in &m.classes {
-                    ref_class(w, &c.name)?;
-                    value(w, "subParameter", "java.lang.Double", "serviceWeight", "1")?;
-                }
-                Ok(())
+                })?;
+                service_strategies(w, &m.classes, |c| c.cpu.clone())?;
+                array(
+                    w,
+                    "jmt.engine.NetStrategies.PSStrategy",
+                    "PSStrategy",
+                    |w| {
+                        for c in &m.classes {
+                            ref_class(w, &c.name)?;
+                            empty(
+                                w,
+                                "subParameter",
+                                "jmt.engine.NetStrategies.PSStrategies.EPSStrategy",
+                                "EPSStrategy",
+                            )?;
+                        }
+                        Ok(())
+                    },
+                )?;
+                array(w, "java.lang.Double", "serviceWeights", |w| {
+                    for c in &m.classes {
+                        ref_class(w, &c.name)?;
+                        value(w, "subParameter", "java.lang.Double", "serviceWeight", "1")?;
+                    }
+                    Ok(())
+                })
+            })?;
+            router(w, &m.classes, |c| {
+                let p = c.to_blocked();
+                Route::To(if p >= 1.0 {
+                    vec![(BLOCKED.to_string(), 1.0)]
+                } else if p > 0.0 {
+                    vec![(BLOCKED.to_string(), p), (SINK.to_string(), 1.0 - p)]
+                } else {
+                    vec![(SINK.to_string(), 1.0)]
+                })
             })
         })?;
-        router(w, &m.classes, |c| {
-            let p = c.to_blocked();
-            if p >= 1.0 {
-                vec![(BLOCKED, 1.0)]
-            } else if p > 0.0 {
-                vec![(BLOCKED, p), (SINK, 1.0 - p)]
-            } else {
-                vec![(SINK, 1.0)]
-            }
-        })
-    })?;
+    }
     // Blocked: a delay with each class's blocked time per phase, back to the CPU.
     if blocked_used {
         node(&mut w, BLOCKED, |w| {
             queue_section(w, &m.classes)?;
             section(w, "Delay", |w| {
-                // Classes that never block never come here; JMT still wants a strategy.
+                // Classes that never block never come here; JMT still wants a strategy, and
+                // a simulator a positive one.
                 service_strategies(w, &m.classes, |c| {
-                    c.blocked.clone().unwrap_or(Service::Deterministic(0.0))
+                    c.blocked
+                        .clone()
+                        .unwrap_or(Service::Deterministic(ZERO_DELAY_S))
                 })
             })?;
-            router(w, &m.classes, |_| vec![(CPU, 1.0)])
+            router(w, &m.classes, to_cpus)
         })?;
     }
     node(&mut w, SINK, |w| {
@@ -1004,14 +1142,13 @@ pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
         Ok(())
     })?;
     // Measures: what a modeller compares with the recording.
-    let stations: &[&str] = if blocked_used {
-        &[CPU, BLOCKED]
-    } else {
-        &[CPU]
-    };
+    let mut stations: Vec<&str> = cpu_names.iter().map(String::as_str).collect();
+    if blocked_used {
+        stations.push(BLOCKED);
+    }
     for c in &m.classes {
         let class = clean(&c.name);
-        for st in stations {
+        for st in &stations {
             for ty in [
                 "Utilization",
                 "Response Time",
@@ -1032,15 +1169,29 @@ pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
             measure(&mut w, &format!("{class}_{ty}"), "", "", &class, ty)?;
         }
     }
-    let mut connections = vec![(SOURCE, CPU), (CPU, SINK)];
-    if blocked_used {
-        connections.extend([(CPU, BLOCKED), (BLOCKED, CPU)]);
+    let mut connections = Vec::new();
+    for cpu in &cpu_names {
+        let cpu = cpu.as_str();
+        connections.extend([(SOURCE, cpu), (cpu, SINK)]);
+        if rq.is_some() {
+            connections.push((cpu, cpu));
+        }
+        if blocked_used {
+            connections.extend([(cpu, BLOCKED), (BLOCKED, cpu)]);
+        }
     }
     for (source, target) in connections {
         w.create_element("connection")
             .with_attributes([("source", source), ("target", target)])
             .write_empty()?;
         newline(&mut w)?;
+    }
+    if let Some(workers) = rq.and_then(|r| r.workers) {
+        let mut nodes = cpu_names.clone();
+        if blocked_used {
+            nodes.push(BLOCKED.to_string());
+        }
+        blocking_region(&mut w, m, &nodes, workers)?;
     }
     w.write_event(Event::End(BytesEnd::new("sim")))?;
     newline(&mut w)?;
@@ -1064,7 +1215,10 @@ pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
                     ])
                     .write_empty()?;
             }
-            let mut positions = vec![(SOURCE, 40.0, 120.0), (CPU, 200.0, 120.0)];
+            let mut positions = vec![(SOURCE, 40.0, 120.0)];
+            for (i, cpu) in cpu_names.iter().enumerate() {
+                positions.push((cpu.as_str(), 200.0, 120.0 + 80.0 * i as f64));
+            }
             if blocked_used {
                 positions.push((BLOCKED, 360.0, 60.0));
             }
@@ -1090,6 +1244,125 @@ pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
     w.write_event(Event::End(BytesEnd::new("archive")))?;
     newline(&mut w)?;
     w.into_inner().flush()
+}
+
+/// One CPU's run queue ([`RunQueues`]): FCFS, one server, each class served a
+/// slice at a time (exponential, the quantum or the visit's demand if smaller) and
+/// put back at the tail until its visit is done; then blocked, or done.
+fn run_queue<W: Write>(
+    w: &mut Xml<W>,
+    m: &Model,
+    rq: RunQueues,
+    cpu: &str,
+    blocked_used: bool,
+    loops: &dyn Fn(&ModelClass) -> bool,
+) -> io::Result<()> {
+    // (slice mean, probability of another slice) of a class's visit.
+    let slice = |c: &ModelClass| {
+        // A CPU-bound task is always preempted: its measured stretches are its
+        // slices.
+        if matches!(c.population, Population::Closed { .. }) {
+            let s = if rq.cpu_bound_slice_s > 0.0 {
+                rq.cpu_bound_slice_s
+            } else {
+                rq.quantum_s
+            };
+            return (s, 0.0);
+        }
+        let visit = c.cpu.mean().unwrap_or(c.cpu_mean / c.visits.max(1.0));
+        if visit <= 0.0 || visit <= rq.quantum_s {
+            (visit.max(f64::MIN_POSITIVE), 0.0)
+        } else {
+            (rq.quantum_s, 1.0 - rq.quantum_s / visit)
+        }
+    };
+    node(w, cpu, |w| {
+        queue_section(w, &m.classes)?;
+        section(w, "Server", |w| {
+            value(w, "parameter", "java.lang.Integer", "maxJobs", "1")?;
+            array(w, "java.lang.Integer", "numberOfVisits", |w| {
+                for c in &m.classes {
+                    ref_class(w, &c.name)?;
+                    value(
+                        w,
+                        "subParameter",
+                        "java.lang.Integer",
+                        "numberOfVisits",
+                        "1",
+                    )?;
+                }
+                Ok(())
+            })?;
+            service_strategies(w, &m.classes, |c| match c.population {
+                // The scheduler's slice of a task that never blocks: its mean length
+                // every time (what ends it early, a wakeup, is the other jobs').
+                Population::Closed { .. } => Service::Deterministic(slice(c).0),
+                Population::Open { .. } => Service::Fitted(Params::Exponential {
+                    rate: 1.0 / slice(c).0,
+                }),
+            })
+        })?;
+        router(w, &m.classes, |c| {
+            if loops(c) {
+                return to(cpu);
+            }
+            let (_, again) = slice(c);
+            let p = if blocked_used { c.to_blocked() } else { 0.0 };
+            let done = 1.0 - again;
+            let mut d = Vec::new();
+            if again > 0.0 {
+                d.push((cpu.to_string(), again));
+            }
+            if p > 0.0 {
+                d.push((BLOCKED.to_string(), done * p));
+            }
+            if p < 1.0 {
+                d.push((SINK.to_string(), done * (1.0 - p)));
+            }
+            Route::To(d)
+        })
+    })
+}
+
+/// The worker pool as a JMT finite capacity region over `nodes`: at most `workers`
+/// traced calls inside, the others waiting at its entrance (never dropped);
+/// background classes weigh nothing.
+fn blocking_region<W: Write>(
+    w: &mut Xml<W>,
+    m: &Model,
+    nodes: &[String],
+    workers: u32,
+) -> io::Result<()> {
+    w.create_element("blockingRegion")
+        .with_attributes([("name", "workers"), ("type", "default")])
+        .write_inner_content(|w| {
+            for n in nodes {
+                w.create_element("regionNode")
+                    .with_attribute(("nodeName", n.as_str()))
+                    .write_empty()?;
+            }
+            w.create_element("globalConstraint")
+                .with_attribute(("maxJobs", &*workers.to_string()))
+                .write_empty()?;
+            w.create_element("globalMemoryConstraint")
+                .with_attribute(("maxMemory", "-1"))
+                .write_empty()?;
+            for c in &m.classes {
+                w.create_element("dropRules")
+                    .with_attributes([("dropThisClass", "false"), ("jobClass", &*clean(&c.name))])
+                    .write_empty()?;
+            }
+            for c in &m.classes {
+                w.create_element("classWeight")
+                    .with_attributes([
+                        ("jobClass", &*clean(&c.name)),
+                        ("weight", if c.traced { "1" } else { "0" }),
+                    ])
+                    .write_empty()?;
+            }
+            Ok(())
+        })?;
+    newline(w)
 }
 
 /// One `<measure>` line: a figure JMT (or LINE) reports for a class.
@@ -1154,6 +1427,7 @@ mod tests {
         let m = Model {
             name: "a\"b&<c>.jsimg".into(),
             cpus: 1,
+            run_queues: None,
             classes: vec![ModelClass {
                 name: "x.Y::m'\n\u{1}".into(),
                 population: Population::Open { rate: 1.0 },
@@ -1208,6 +1482,7 @@ mod tests {
         let m = Model {
             name: "m.jsimg".into(),
             cpus: 1,
+            run_queues: None,
             classes: vec![],
             samples: Vec::new(),
         };
@@ -1255,6 +1530,8 @@ mod tests {
                 cpu_bound: 1,
                 cpu_bound_cpus: cpus,
                 cpu_bound_present: present,
+                preempted_stretch_s: 0.0,
+                cpu_bound_stretch_s: 0.0,
             };
             let classes = background_classes(&b);
             assert_eq!(classes.len(), 2);
@@ -1269,6 +1546,70 @@ mod tests {
         assert!((think(0.5, 0.25) - 0.004).abs() < 1e-12);
         // No CPU time measured: nothing to scale by, there throughout.
         assert_eq!(think(0.5, 0.0), ZERO_DELAY_S);
+    }
+
+    /// The run-queue model: a station per CPU, JSQ placement from the source and the
+    /// delay, another slice with the probability that keeps the visit's mean, the
+    /// CPU-bound task looping on its CPU, the worker region without background weight.
+    #[test]
+    fn run_queues_have_a_station_per_cpu_jsq_slices_and_the_worker_region() {
+        let mut m = Model {
+            name: "rq.jsimg".into(),
+            cpus: 2,
+            run_queues: Some(RunQueues {
+                quantum_s: 0.001,
+                workers: Some(6),
+                cpu_bound_slice_s: 0.004,
+            }),
+            classes: vec![ModelClass {
+                name: "a.B::x".into(),
+                population: Population::Open { rate: 100.0 },
+                traced: true,
+                visits: 2.0,
+                cpu_mean: 0.008,
+                cpu: Service::Fitted(Params::Exponential { rate: 250.0 }),
+                blocked_phases: 1.0,
+                blocked_mean: 0.003,
+                blocked: Some(Service::Deterministic(0.003)),
+                wall_mean: 0.012,
+                calls: 10,
+                cpu_samples: PathBuf::new(),
+                blocked_samples: PathBuf::new(),
+            }],
+            samples: Vec::new(),
+        };
+        m.classes.extend(background_classes(&BackgroundLoad {
+            open_cpus: 0.2,
+            open_stretch_s: 0.0005,
+            cpu_bound: 1,
+            cpu_bound_cpus: 0.5,
+            cpu_bound_present: 1.0,
+            preempted_stretch_s: 0.001,
+            cpu_bound_stretch_s: 0.004,
+        }));
+        let xml = to_xml(&m);
+        assert!(xml.contains(r#"<node name="CPU0">"#) && xml.contains(r#"<node name="CPU1">"#));
+        assert!(!xml.contains(r#"<node name="CPU">"#));
+        assert!(!xml.contains("PSServer"));
+        // Source and Blocked place every class on the shortest queue.
+        assert_eq!(
+            xml.matches(r#"name="Join the Shortest Queue (JSQ)""#)
+                .count(),
+            2 * m.classes.len()
+        );
+        // A 4 ms visit in 1 ms slices: another slice with probability 3/4, then
+        // blocked or done half and half.
+        assert!(xml.contains(&num(0.75)), "{xml}");
+        assert!(xml.contains(&num(0.125)));
+        assert!(xml.contains(r#"<connection source="CPU1" target="CPU1"/>"#));
+        // The CPU-bound task: deterministic 4 ms slices on its CPU.
+        assert!(xml.contains(&num(0.004)));
+        assert!(xml.contains(r#"<blockingRegion name="workers" type="default">"#));
+        assert!(xml.contains(r#"<regionNode nodeName="Blocked"/>"#));
+        assert!(xml.contains(r#"<globalConstraint maxJobs="6"/>"#));
+        assert!(xml.contains(r#"<classWeight jobClass="a.B::x" weight="1"/>"#));
+        assert!(xml.contains(r#"<classWeight jobClass="background (untraced)" weight="0"/>"#));
+        assert!(xml.contains(r#"referenceSource="CPU0" type="closed""#));
     }
 
     #[test]
@@ -1291,6 +1632,7 @@ mod tests {
         let m = Model {
             name: "t.jsimg".into(),
             cpus: 2,
+            run_queues: None,
             classes: vec![
                 class("a.B::x", None, 0.0),
                 class("a.B::y", Some(Service::Deterministic(0.003)), 0.5),

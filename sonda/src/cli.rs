@@ -348,6 +348,13 @@ pub struct ModelArgs {
     /// (JMT only) instead of fitted distributions.
     #[arg(long)]
     pub replayer: bool,
+
+    /// Model the CPUs as the kernel runs them: a round-robin run queue per CPU (the
+    /// measured time slice as quantum), wake-up placement on the shortest queue, and
+    /// the calls' worker pool as a finite capacity region. For simulators (LINE's
+    /// LDES, JMT), not for analytic solvers.
+    #[arg(long)]
+    pub run_queues: bool,
 }
 
 /// Parses a size: a number of bytes with an optional K, M or G suffix (powers of 1024,

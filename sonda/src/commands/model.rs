@@ -39,7 +39,9 @@ pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
         &analysis,
         &args.output,
         &dir.absolute_path()?,
-        &ModelOptions::default().with_replayer(args.replayer),
+        &ModelOptions::default()
+            .with_replayer(args.replayer)
+            .with_run_queues(args.run_queues),
     );
     if model.classes.is_empty() {
         bail!("no outermost calls of the selected methods: nothing to model");
@@ -59,11 +61,22 @@ pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
     }
     dir.commit()?;
     jsimg.commit()?;
+    let cpus = match model.run_queues {
+        None => format!("CPU station: processor sharing, {} servers", model.cpus),
+        Some(rq) => format!(
+            "{} round-robin run queues, slice {:.3} ms, {}",
+            model.cpus,
+            rq.quantum_s * 1e3,
+            match rq.workers {
+                Some(n) => format!("a pool of {n} workers"),
+                None => "no worker pool".to_string(),
+            }
+        ),
+    };
     say!(
-        "sonda: wrote {} ({} classes, CPU station: processor sharing, {} servers) and samples in {}",
+        "sonda: wrote {} ({} classes, {cpus}) and samples in {}",
         args.output.display(),
         model.classes.len(),
-        model.cpus,
         samples.display()
     );
     for c in &model.classes {

@@ -2,8 +2,9 @@
 //! bundled ServiceDemo (scripts/demo/demo/ServiceDemo.java: 6 workers, three request
 //! classes of known demand, each call timing itself with `System.nanoTime` and the
 //! JVM's thread CPU clock) at three loads, alone and with one untraced CPU-bound
-//! process beside it. `sonda model` exports the model of each recording; LINE (MVA)
-//! solves it; the predicted mean response time, throughput and CPU utilisation of
+//! process beside it. `sonda model --run-queues` exports the model of each
+//! recording; LINE's simulator (LDES, with the worker pool's finite capacity region:
+//! tests/python/ldes_with_regions.py) solves it; the predicted mean response time, throughput and CPU utilisation of
 //! every class are held to what ServiceDemo measured: within 5%, 2% and 2% alone,
 //! 10% with the CPU-bound process.
 
@@ -85,13 +86,21 @@ fn measured(csv: &Path, cpus: f64) -> BTreeMap<String, Measured> {
     out
 }
 
-/// LINE's figures of the model: per class (R = CPU + Blocked residence, X at the
-/// source, U at the CPU).
-fn predicted(venv: &Path, jsimg: &Path) -> BTreeMap<String, Measured> {
-    let solved = run(Command::new(venv.join("bin/line"))
-        .arg("-f")
+/// Events LINE's simulator runs per model: its figures vary by about 1% from one
+/// seed to another at this length.
+const LDES_SAMPLES: &str = "1000000";
+
+/// LINE's figures of the model (`sonda model --run-queues`, solved by LINE's
+/// simulator with the worker pool's region, tests/python/ldes_with_regions.py): per
+/// class, X at the source; R by Little's law from the jobs inside the region (the CPU
+/// run queues and the blocked delay: a station's response time at the region's
+/// entrance includes the wait outside it, which ServiceDemo's does not); U summed
+/// over the CPUs, as a share of the machine.
+fn predicted(venv: &Path, jsimg: &Path, cpus: f64) -> BTreeMap<String, Measured> {
+    let solved = run(Command::new(venv.join("bin/python"))
+        .arg(repo_root().join("tests/python/ldes_with_regions.py"))
         .arg(jsimg)
-        .args(["-s", "mva", "-a", "avg", "-o", "csv"]));
+        .args(["1", LDES_SAMPLES]));
     let table = text(&solved.stdout);
     assert!(
         solved.status.success(),
@@ -99,6 +108,7 @@ fn predicted(venv: &Path, jsimg: &Path) -> BTreeMap<String, Measured> {
         text(&solved.stderr)
     );
     let mut out: BTreeMap<String, Measured> = BTreeMap::new();
+    let mut jobs: BTreeMap<String, f64> = BTreeMap::new();
     let mut rows = table
         .lines()
         .skip_while(|l| !l.starts_with("Station,JobClass"));
@@ -110,28 +120,39 @@ fn predicted(venv: &Path, jsimg: &Path) -> BTreeMap<String, Measured> {
         }
         let class = f[1].rsplit("::").next().unwrap().to_string();
         let n = |i: usize| f[i].parse::<f64>().unwrap();
-        let e = out.entry(class).or_default();
+        let e = out.entry(class.clone()).or_default();
         match f[0] {
             "Source" => e.x = n(7),
-            "CPU" => {
-                e.u = n(3);
-                e.r += n(5);
+            "Blocked" => *jobs.entry(class).or_default() += n(2),
+            cpu if cpu.starts_with("CPU") => {
+                e.u += n(3) / cpus;
+                *jobs.entry(class).or_default() += n(2);
             }
-            "Blocked" => e.r += n(5),
             _ => {}
+        }
+    }
+    for (class, e) in out.iter_mut() {
+        if e.x > 0.0 {
+            e.r = jobs.get(class).copied().unwrap_or(0.0) / e.x;
         }
     }
     out
 }
 
-/// Ignored until the acceptance holds. Two runs on a quiet 2-CPU machine (nothing else
-/// running): throughput and utilisation within 1.1% at every load, alone and beside
-/// the hog. Response times alone: browse -6 to -7% at 30%, +4 to -4% at 50%; search
-/// -1 to -3% at both; checkout -11 to -19% (its 5 CPU visits each wait for a slice
-/// after a wakeup, which processor sharing does not); at 70% +7% to +50% (the 6
-/// workers bound the calls in service, the open model does not). Beside the hog:
-/// -33% to +99%. See model/src/jmt.rs, "Left out". Run it with `--ignored` to see the
-/// figures.
+/// Ignored until the acceptance holds. The run-queue model (per-CPU round robin with
+/// the measured slice, wake-up placement on the shortest queue, the 6 workers as a
+/// finite capacity region; see docs/services-schema.md), on a shared 2-CPU guest:
+/// throughput within 0.1%; utilisation within 2-4% (up to +17% in a run where the
+/// hypervisor stole 0.3 ms of each 2 ms call: the model's service is CPU + steal,
+/// ServiceDemo's clock is the thread's CPU time). Response times over three clean
+/// runs, alone: -12% to +20% (the single-PS model of before, MVA: -15% to +248% on
+/// the same recordings, the open classes ignoring the pool at 70%); beside the hog:
+/// -21% to +28% (before: -38% to +11%). A CPU-bound task that comes and goes during a
+/// run (another session's job) is still predicted badly: +50% to +85% in a disturbed
+/// run. What is left: checkout's short wake-up visits still wait less than
+/// measured alone (-6% to -12%), search's more beside the hog (+21%; probably the kernel's
+/// wake-up preemption cuts the hog's slice short for a woken thread, the model's
+/// woken job waits for it). Run it with `--ignored` to see the figures.
 #[test]
 #[ignore = "issue 14: response-time accuracy not reached yet (run with --ignored)"]
 fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
@@ -207,12 +228,13 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
             let model = run(Command::new(sonda())
                 .arg("model")
                 .arg(&trace)
+                .arg("--run-queues")
                 .arg("-o")
                 .arg(&jsimg));
             assert!(model.status.success(), "{}", text(&model.stderr));
             eprint!("{}", text(&model.stderr));
             let m = measured(&csv, cpus);
-            let p = predicted(&venv, &jsimg);
+            let p = predicted(&venv, &jsimg, cpus);
             let tol_r = if hog { 0.10 } else { 0.05 };
             let tol_xu = if hog { 0.10 } else { 0.02 };
             for class in CLASSES {
