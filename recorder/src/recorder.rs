@@ -355,7 +355,10 @@ impl<W: Write> Recording<W> {
                 self.agent.native_functions().0 as u64,
             ),
             c("collector.late_retimed", self.watermark.late_retimed()),
-            c("collector.bell_cycles", self.bell_cycles),
+            c(
+                "collector.bell_cycles",
+                self.agent.copier_bells().unwrap_or(self.bell_cycles),
+            ),
             c("collector.cpu_ns", host::own_cpu_ns()),
             c("collector.elapsed_ns", elapsed.as_nanos() as u64),
         ];
@@ -758,6 +761,8 @@ impl Drop for Ticker {
 /// The end of a recording: the last kernel records, then everything drained.
 fn drain_all<W: Write>(rec: &mut Recording<W>) -> io::Result<()> {
     std::thread::sleep(SETTLE);
+    // From here the cycle alone drains: the last cycle takes everything staged.
+    rec.agent.stop_copier();
     if let Some(k) = &mut rec.kernel {
         rec.kernel_stats = k.finish(&mut rec.batch);
     }

@@ -90,6 +90,21 @@ pub(crate) fn set_thread_nice(nice: c_int) -> io::Result<()> {
     }
 }
 
+/// Makes the calling thread a real-time (`SCHED_FIFO`) thread of `priority` (only
+/// that thread: a tid names one thread for sched_setscheduler).
+pub(crate) fn set_thread_fifo(priority: c_int) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param that outlives the call; the call changes
+    // only the scheduling of the thread named.
+    if unsafe { libc::sched_setscheduler(gettid() as libc::pid_t, libc::SCHED_FIFO, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The calling thread's nice value.
 pub(crate) fn thread_nice() -> io::Result<c_int> {
     let tid = gettid();

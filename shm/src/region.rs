@@ -459,6 +459,14 @@ impl Region {
         }
     }
 
+    /// Bytes written to slot `i`'s ring and not drained yet.
+    pub fn pending_bytes(&self, i: u32) -> u64 {
+        let base = self.geo.slot_offset(i);
+        let write = self.u64(base + slot::WRITE).load(Ordering::Acquire);
+        let read = self.u64(base + slot::READ).load(Ordering::Relaxed);
+        write.wrapping_sub(read)
+    }
+
     /// Copies every complete record of slot `i` into `out` (appending) and releases the
     /// space to the producer. Returns the number of bytes copied.
     pub fn drain(&self, i: u32, out: &mut Vec<u8>) -> usize {

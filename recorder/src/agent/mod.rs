@@ -8,6 +8,7 @@
 //! (see [`crate::tsc`]), because it calibrates *after* draining.
 
 pub mod buffer_file;
+pub mod copier;
 pub mod maps;
 pub mod native_functions;
 pub mod packed;
@@ -18,6 +19,7 @@ pub mod sizing;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::anyhow;
 use sonda_shm::config::{AgentConfig, Mode};
@@ -25,6 +27,7 @@ use sonda_shm::records::decode;
 use sonda_shm::{AgentState, Clock, CreateError, Region, SlotState};
 
 use buffer_file::{BufferFile, BufferPlace};
+use copier::Copier;
 use packed::PackedRun;
 use sizing::{human, Bound, Room, Sizing, TooSmall, Wanted};
 use sonda_trace::codec::{Item, Items};
@@ -85,7 +88,10 @@ pub struct Drained<'a> {
 
 /// The collector's side of the buffer file.
 pub struct AgentSource {
-    region: Region,
+    region: Arc<Region>,
+    /// The thread that empties rings that ring the doorbell (`None` if it could not
+    /// be started: the cycle then waits for the doorbell itself).
+    copier: Option<Copier>,
     file: BufferFile,
     /// What to tell the user about the buffer's size, if it is not what was asked.
     notice: Option<String>,
@@ -173,8 +179,11 @@ impl AgentSource {
             let there = format!("{where_}, {fs} with {} free", human(free));
             reduced_notice(&there, &chosen, &from, room.memory)
         });
+        let region = Arc::new(region);
+        let copier = Copier::start(Arc::clone(&region)).ok();
         Ok(AgentSource {
             region,
+            copier,
             file,
             notice,
             meta_cursor: 0,
@@ -216,7 +225,14 @@ impl AgentSource {
     /// the buffer's doorbell); returns whether one did. A thread writing millions of
     /// events a second fills a ring in milliseconds, far less than the drain period,
     /// so the collector drains when told rather than only on its period.
+    ///
+    /// With the copier running, the copier answers the doorbell (a futex wakes one
+    /// waiter): this only sleeps, and says no.
     pub fn wait_for_bell(&mut self, timeout: std::time::Duration) -> bool {
+        if self.copier.is_some() {
+            std::thread::sleep(timeout);
+            return false;
+        }
         let now = self.region.wait_doorbell(self.bell_seen, timeout);
         let rang = now != self.bell_seen;
         self.bell_seen = now;
@@ -237,7 +253,7 @@ impl AgentSource {
     /// of slots with no record this time; `thread(pid, tid)` is told of every thread
     /// with records. Slots of threads that ended are freed, and so are those of
     /// processes that are gone, once drained.
-    pub fn drain(&mut self, now_raw: u64, out: Drained<'_>, mut thread: impl FnMut(Pid, Tid)) {
+    pub fn drain(&mut self, now_raw: u64, mut out: Drained<'_>, mut thread: impl FnMut(Pid, Tid)) {
         // Agents take the lowest free slot, so slots in use sit below the highest one
         // ever seen in use (plus those claimed since, right above it): scanning past a
         // margin above it is wasted, and costly (each slot header is on its own page).
@@ -266,34 +282,21 @@ impl AgentSource {
             if let Some(map) = &mut self.pid_map {
                 (pid, tid) = (map.pid(pid), map.tid(tid));
             }
+            // What the copier took from the ring first, then what is left in it; the
+            // staging stays locked until the slot is done with (see `copier`).
+            let staging = self.copier.as_ref().map(|c| Arc::clone(c.staging()));
+            let mut staged = staging.as_ref().map(|s| s.slot(i));
+            let mut last_raw = None;
+            if let (Some(s), Some(staged)) = (staging.as_ref(), staged.as_mut()) {
+                for bytes in staged.drain(..) {
+                    s.taken(bytes.len());
+                    self.take_bytes(bytes, pid, tid, &mut out, &mut last_raw);
+                }
+            }
             let mut bytes = out.pool.pop().unwrap_or_default();
             bytes.clear();
             self.region.drain(i, &mut bytes);
-            let mut last_raw = None;
-            if let Some(scan) = packed::scan(&bytes) {
-                self.stats.records += scan.records;
-                last_raw = Some(scan.last_raw);
-                out.packed.push(PackedRun::new(bytes, pid, tid));
-            } else {
-                for rec in decode(&bytes) {
-                    let region = &self.region;
-                    let event = ring_map::event(&rec, pid, tid)
-                        .map(|e| self.natives.translate(pid, e, || region.next_method_id()));
-                    match event {
-                        Some(event) => {
-                            self.stats.records += 1;
-                            last_raw = Some(rec.time);
-                            out.records.push(Record {
-                                time: Time(rec.time),
-                                event,
-                            });
-                        }
-                        None => self.stats.unknown += 1,
-                    }
-                }
-                bytes.clear();
-                out.pool.push(bytes);
-            }
+            self.take_bytes(bytes, pid, tid, &mut out, &mut last_raw);
             if last_raw.is_some() {
                 thread(pid, tid);
             }
@@ -321,7 +324,67 @@ impl AgentSource {
                 }
                 _ => {}
             }
+            drop(staged);
         }
+        if let Some(c) = &self.copier {
+            c.staging().set_scan_limit(limit);
+            c.staging().refill(out.pool);
+        }
+    }
+
+    /// One slot's drained bytes into `out`: kept whole as a packed run when they can
+    /// be, else decoded (and the buffer goes back to the pool); `last_raw` becomes the
+    /// time of the last record.
+    fn take_bytes(
+        &mut self,
+        bytes: Vec<u8>,
+        pid: Pid,
+        tid: Tid,
+        out: &mut Drained<'_>,
+        last_raw: &mut Option<u64>,
+    ) {
+        if bytes.is_empty() {
+            out.pool.push(bytes);
+            return;
+        }
+        if let Some(scan) = packed::scan(&bytes) {
+            self.stats.records += scan.records;
+            *last_raw = Some(scan.last_raw);
+            out.packed.push(PackedRun::new(bytes, pid, tid));
+            return;
+        }
+        for rec in decode(&bytes) {
+            let region = &self.region;
+            let event = ring_map::event(&rec, pid, tid)
+                .map(|e| self.natives.translate(pid, e, || region.next_method_id()));
+            match event {
+                Some(event) => {
+                    self.stats.records += 1;
+                    *last_raw = Some(rec.time);
+                    out.records.push(Record {
+                        time: Time(rec.time),
+                        event,
+                    });
+                }
+                None => self.stats.unknown += 1,
+            }
+        }
+        let mut bytes = bytes;
+        bytes.clear();
+        out.pool.push(bytes);
+    }
+
+    /// Stops the copier (the recording's end: the agents stopped writing); what it
+    /// staged is taken by the next drain.
+    pub fn stop_copier(&mut self) {
+        if let Some(c) = &mut self.copier {
+            c.stop();
+        }
+    }
+
+    /// Times the copier woke to a doorbell (`None` without a copier).
+    pub fn copier_bells(&self) -> Option<u64> {
+        self.copier.as_ref().map(|c| c.staging().bells())
     }
 
     /// [`AgentSource::drain`] into a list: the packed runs' records (in slot order),
@@ -632,6 +695,8 @@ mod tests {
     fn drains_records_drops_and_metadata_and_frees_ended_slots() {
         let dir = tempfile::tempdir().unwrap();
         let mut src = AgentSource::create(&BufferPlace::here(dir.path()), &settings()).unwrap();
+        // The drain alone, deterministic (the copier is tested below).
+        src.stop_copier();
         assert_eq!(src.notice(), None);
         assert_eq!(
             Region::open(src.path()).unwrap().config(),
@@ -701,6 +766,7 @@ mod tests {
         let mut settings = settings();
         settings.wanted.slots = Some(400);
         let mut src = AgentSource::create(&BufferPlace::here(dir.path()), &settings).unwrap();
+        src.stop_copier();
         let agent: &'static Region = Box::leak(Box::new(Region::open(src.path()).unwrap()));
         let me = std::process::id();
         // A burst of threads claims slots 0..150 between two drains.
@@ -729,5 +795,39 @@ mod tests {
             .map(|t| t.0)
             .collect();
         assert_eq!(tids, [5000, 1149]);
+    }
+
+    /// The copier empties a ring that rings the doorbell while the cycle does not
+    /// drain, so that its producer writes far more than one ring without dropping; the
+    /// drain then gives every record once, in order.
+    #[test]
+    fn the_copier_empties_ringing_rings_and_the_drain_keeps_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut src = AgentSource::create(&BufferPlace::here(dir.path()), &settings()).unwrap();
+        let agent: &'static Region = Box::leak(Box::new(Region::open(src.path()).unwrap()));
+        let p = agent.claim(std::process::id(), 78).unwrap();
+        // 256-byte ring (16 units): 400 records are 25 rings' worth.
+        let mut written = 0u64;
+        let started = std::time::Instant::now();
+        while written < 400 && started.elapsed() < std::time::Duration::from_secs(20) {
+            if p.push(written, head(ENTER, 0, 0), 1) {
+                written += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(
+            written, 400,
+            "the copier kept the ring from filling for good"
+        );
+        assert!(src.copier_bells().unwrap() > 0);
+        let mut out = Vec::new();
+        src.drain_records(0, &mut out, |_, _| {});
+        let times: Vec<u64> = out
+            .iter()
+            .filter(|r| matches!(r.event, Event::Enter { .. }))
+            .map(|r| r.time.0)
+            .collect();
+        assert_eq!(times, (0..400).collect::<Vec<_>>());
     }
 }
