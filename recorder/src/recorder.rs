@@ -5,10 +5,13 @@
 //! One cycle (every 50 ms; with the /proc fallback, /proc is sampled every 10 ms and the
 //! rest runs every 100 ms):
 //! 1. take the records the kernel reader thread read from the rings (or sample /proc);
-//! 2. drain the agent rings, *then* take a TSC calibration point, so that every drained
-//!    record lies before it and converts by interpolation; copy new agent metadata;
+//! 2. drain the agent rings (what the ring copier staged first, see
+//!    [`crate::agent::copier`]), *then* take a TSC calibration point, so that every
+//!    drained record lies before it and converts by interpolation; copy new agent
+//!    metadata;
 //! 3. hand everything to the watermark and release what is older than now − lag, in time
-//!    order, through the process-tree follower into the trace;
+//!    order, through the process-tree follower into the trace, in pieces of
+//!    [`RELEASE_CHUNK`] records with the agent rings drained again between pieces;
 //! 4. flush complete blocks, so a collector killed at any moment leaves a trace that
 //!    reads up to the last cycle.
 //!
