@@ -294,13 +294,11 @@ fn a_small_dev_shm_in_a_container_never_crashes_an_attached_jvm() {
                 && err.contains(&format!("in /dev/shm inside /proc/{pid}/root, tmpfs")),
             "{size}: {err}"
         );
+        // Recorded, whatever was dropped: with the smaller rings a 4 or 64 MiB /dev/shm
+        // gives, 64 busy threads overflow them unless the collector keeps up (since
+        // the ring copier it often does at 64 MiB: 10.8 M enters, 0 lost).
         let t = tally(&trace, METHOD);
-        assert!(
-            t.enters > 0 && t.lost > 0,
-            "{size}: {} enters, {} lost",
-            t.enters,
-            t.lost
-        );
+        assert!(t.enters > 0, "{size}: {} enters, {} lost", t.enters, t.lost);
     }
 }
 
