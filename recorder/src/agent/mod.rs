@@ -92,6 +92,8 @@ pub struct AgentSource {
     /// The thread that empties rings that ring the doorbell (`None` if it could not
     /// be started: the cycle then waits for the doorbell itself).
     copier: Option<Copier>,
+    /// Staged buffers being taken (kept for its capacity).
+    chunks: Vec<Vec<u8>>,
     file: BufferFile,
     /// What to tell the user about the buffer's size, if it is not what was asked.
     notice: Option<String>,
@@ -184,6 +186,7 @@ impl AgentSource {
         Ok(AgentSource {
             region,
             copier,
+            chunks: Vec::new(),
             file,
             notice,
             meta_cursor: 0,
@@ -282,20 +285,48 @@ impl AgentSource {
             if let Some(map) = &mut self.pid_map {
                 (pid, tid) = (map.pid(pid), map.tid(tid));
             }
-            // What the copier took from the ring first, then what is left in it; the
-            // staging stays locked until the slot is done with (see `copier`).
+            // What the copier took from the ring first, then what is left in it. The
+            // staged bytes are taken out under the slot's lock and decoded outside it:
+            // the copier skips a locked slot, so it must never wait for this thread's
+            // work (a ring fills meanwhile). Under the lock again: what it staged
+            // since, the ring, and the slot's freeing, so that staged bytes are always
+            // taken before the slot can change owner.
             let staging = self.copier.as_ref().map(|c| Arc::clone(c.staging()));
-            let mut staged = staging.as_ref().map(|s| s.slot(i));
+            let mut chunks = std::mem::take(&mut self.chunks);
             let mut last_raw = None;
-            if let (Some(s), Some(staged)) = (staging.as_ref(), staged.as_mut()) {
-                for bytes in staged.drain(..) {
+            if let Some(s) = &staging {
+                chunks.append(&mut s.slot(i));
+                for bytes in chunks.drain(..) {
                     s.taken(bytes.len());
                     self.take_bytes(bytes, pid, tid, &mut out, &mut last_raw);
                 }
             }
             let mut bytes = out.pool.pop().unwrap_or_default();
             bytes.clear();
+            let mut guard = staging.as_ref().map(|s| s.slot(i));
+            if let Some(g) = guard.as_mut() {
+                chunks.append(g);
+            }
             self.region.drain(i, &mut bytes);
+            let got_bytes = last_raw.is_some() || !chunks.is_empty() || !bytes.is_empty();
+            match info.state {
+                SlotState::Retired => {
+                    self.region.free_if_drained(i);
+                }
+                SlotState::Owned if !got_bytes && !process_alive(pid.0) => {
+                    // Its process died without retiring the slot (killed): drained above.
+                    self.region.force_free(i);
+                }
+                _ => {}
+            }
+            drop(guard);
+            for chunk in chunks.drain(..) {
+                if let Some(s) = &staging {
+                    s.taken(chunk.len());
+                }
+                self.take_bytes(chunk, pid, tid, &mut out, &mut last_raw);
+            }
+            self.chunks = chunks;
             self.take_bytes(bytes, pid, tid, &mut out, &mut last_raw);
             if last_raw.is_some() {
                 thread(pid, tid);
@@ -314,17 +345,6 @@ impl AgentSource {
                     event: Event::Dropped { tid, count },
                 });
             }
-            match info.state {
-                SlotState::Retired => {
-                    self.region.free_if_drained(i);
-                }
-                SlotState::Owned if last_raw.is_none() && !process_alive(pid.0) => {
-                    // Its process died without retiring the slot (killed): drained above.
-                    self.region.force_free(i);
-                }
-                _ => {}
-            }
-            drop(staged);
         }
         if let Some(c) = &self.copier {
             c.staging().set_scan_limit(limit);
