@@ -887,19 +887,8 @@ fn routing<W: Write>(w: &mut Xml<W>, dests: &[(&str, f64)]) -> io::Result<()> {
 fn queue_section<W: Write>(w: &mut Xml<W>, classes: &[ModelClass]) -> io::Result<()> {
     section(w, "Queue", |w| {
         value(w, "parameter", "java.lang.Integer", "size", "-1")?;
-        array(w, "java.lang.String", "dropStrategies", |w| {
-            for c in classes {
-                ref_class(w, &c.name)?;
-                value(
-                    w,
-                    "subParameter",
-                    "java.lang.String",
-                    "dropStrategy",
-                    "drop",
-                )?;
-            }
-            Ok(())
-        })?;
+        let names = ("dropStrategies", "dropStrategy");
+        same_for_each_class(w, classes, "java.lang.String", names, "drop")?;
         empty(
             w,
             "parameter",
@@ -924,6 +913,30 @@ fn queue_section<W: Write>(w: &mut Xml<W>, classes: &[ModelClass]) -> io::Result
             },
         )
     })
+}
+
+/// An array parameter giving every class the same value: `numberOfVisits` (one visit
+/// per job), `dropStrategies` (drop), ...
+fn same_for_each_class<W: Write>(
+    w: &mut Xml<W>,
+    classes: &[ModelClass],
+    java_type: &str,
+    (array_name, sub_name): (&str, &str),
+    v: &str,
+) -> io::Result<()> {
+    array(w, java_type, array_name, |w| {
+        for c in classes {
+            ref_class(w, &c.name)?;
+            value(w, "subParameter", java_type, sub_name, v)?;
+        }
+        Ok(())
+    })
+}
+
+/// A server's `numberOfVisits`: one per job of every class (a visit is one service).
+fn one_visit_each<W: Write>(w: &mut Xml<W>, classes: &[ModelClass]) -> io::Result<()> {
+    let names = ("numberOfVisits", "numberOfVisits");
+    same_for_each_class(w, classes, "java.lang.Integer", names, "1")
 }
 
 /// The `ServiceStrategy` parameter: each class's service time.
@@ -1068,19 +1081,7 @@ pub fn write_xml<W: Write>(m: &Model, out: W) -> io::Result<()> {
                     "maxJobs",
                     &m.cpus.to_string(),
                 )?;
-                array(w, "java.lang.Integer", "numberOfVisits", |w| {
-                    for c in &m.classes {
-                        ref_class(w, &c.name)?;
-                        value(
-                            w,
-                            "subParameter",
-                            "java.lang.Integer",
-                            "numberOfVisits",
-                            "1",
-                        )?;
-                    }
-                    Ok(())
-                })?;
+                one_visit_each(w, &m.classes)?;
                 service_strategies(w, &m.classes, |c| c.cpu.clone())?;
                 array(
                     w,
@@ -1280,19 +1281,7 @@ fn run_queue<W: Write>(
         queue_section(w, &m.classes)?;
         section(w, "Server", |w| {
             value(w, "parameter", "java.lang.Integer", "maxJobs", "1")?;
-            array(w, "java.lang.Integer", "numberOfVisits", |w| {
-                for c in &m.classes {
-                    ref_class(w, &c.name)?;
-                    value(
-                        w,
-                        "subParameter",
-                        "java.lang.Integer",
-                        "numberOfVisits",
-                        "1",
-                    )?;
-                }
-                Ok(())
-            })?;
+            one_visit_each(w, &m.classes)?;
             service_strategies(w, &m.classes, |c| match c.population {
                 // The scheduler's slice of a task that never blocks: its mean length
                 // every time (what ends it early, a wakeup, is the other jobs').
