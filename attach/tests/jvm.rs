@@ -374,6 +374,15 @@ fn a_user_attaches_to_its_own_jvm() {
     }
     // The JVM's working directory is root's: the trigger falls back to /tmp.
     let jvm = Jvm::start(Placement::Nobody, &[], &scratch("own"));
+    // A socket of an earlier JVM with this pid, killed (pids wrap at 32768 on a small
+    // machine, and other tests' root JVMs die without removing theirs), would be
+    // root's: this JVM could not put its own in place, and nobody may not remove it,
+    // so the attach is rightly refused (see try_connect). That is another test's case;
+    // here the machine is made clean first (the JVM makes its socket only when asked).
+    let stale = Path::new("/tmp").join(format!(".java_pid{}", jvm.pid));
+    if fs::symlink_metadata(&stale).is_ok() {
+        fs::remove_file(&stale).unwrap();
+    }
     let out = probe_as_nobody(&[&jvm.pid.to_string(), "jcmd", "VM.version"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
