@@ -495,9 +495,7 @@ impl Region {
     /// Frees slot `i` if its thread retired and everything it wrote was drained.
     pub fn free_if_drained(&self, i: u32) -> bool {
         let base = self.geo.slot_offset(i);
-        let write = self.u64(base + slot::WRITE).load(Ordering::Acquire);
-        let read = self.u64(base + slot::READ).load(Ordering::Relaxed);
-        write == read
+        self.pending_bytes(i) == 0
             && self
                 .u32(base + slot::STATE)
                 .compare_exchange(
@@ -723,12 +721,9 @@ impl Producer {
     #[cold]
     #[inline(never)]
     fn ring_doorbell(&self, read: u64) {
-        // Only this thread writes `RUNG`: a plain load and store.
-        let rung = self.word(slot::RUNG);
-        if rung.load(Ordering::Relaxed) == read.wrapping_add(1) {
-            return;
-        }
-        rung.store(read.wrapping_add(1), Ordering::Relaxed);
+        // Only this thread writes `RUNG` (and `bell` checked it): a plain store.
+        self.word(slot::RUNG)
+            .store(read.wrapping_add(1), Ordering::Relaxed);
         self.doorbell.fetch_add(1, Ordering::Release);
         // A failed wake (no collector waiting) changes nothing: it sees the count.
         let _ =

@@ -11,8 +11,9 @@
 //! run as soon as it wakes. The cycle's drain ([`super::AgentSource::drain`]) takes the
 //! staged bytes first, then what is left in the ring: the same order as written.
 //!
-//! A slot's staging is locked while either side works on that slot, so that staged
-//! bytes are always taken before the cycle frees the slot (a new owner never inherits
+//! A slot's staging is locked while the copier fills it and while the cycle takes
+//! from it (it decodes outside the lock) or drains the ring and frees the slot, so that
+//! staged bytes are always taken before the slot is freed (a new owner never inherits
 //! them). The staged bytes are bounded ([`MAX_STAGED`]): past that the copier leaves
 //! the rings alone, and agents drop and count as they would without it.
 
@@ -62,14 +63,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Staging {
-    /// Locks slot `i`'s staging (the cycle's drain holds it for the whole slot).
+    /// Locks slot `i`'s staging (the cycle's drain holds it while it takes the staged
+    /// bytes, and again while it drains the ring and frees the slot).
     pub fn slot(&self, i: u32) -> MutexGuard<'_, Vec<Vec<u8>>> {
         lock(&self.slots[i as usize])
     }
 
-    /// Notes that `n` staged bytes were taken.
-    pub fn taken(&self, n: usize) {
+    /// Moves the buffers of a locked slot's staging (`staged`, from [`Staging::slot`])
+    /// to the end of `into`, no longer counted as staged.
+    pub fn take(&self, staged: &mut Vec<Vec<u8>>, into: &mut Vec<Vec<u8>>) {
+        let n: usize = staged.iter().map(Vec::len).sum();
         self.bytes.fetch_sub(n, Ordering::Relaxed);
+        into.append(staged);
     }
 
     /// Tells the copier where the slots in use end.

@@ -295,18 +295,18 @@ impl AgentSource {
             let mut chunks = std::mem::take(&mut self.chunks);
             let mut last_raw = None;
             if let Some(s) = &staging {
-                chunks.append(&mut s.slot(i));
-                for bytes in chunks.drain(..) {
-                    s.taken(bytes.len());
-                    self.take_bytes(bytes, pid, tid, &mut out, &mut last_raw);
-                }
+                s.take(&mut s.slot(i), &mut chunks);
+            }
+            for chunk in chunks.drain(..) {
+                self.take_bytes(chunk, pid, tid, &mut out, &mut last_raw);
             }
             let mut bytes = out.pool.pop().unwrap_or_default();
             bytes.clear();
-            let mut guard = staging.as_ref().map(|s| s.slot(i));
-            if let Some(g) = guard.as_mut() {
-                chunks.append(g);
-            }
+            let guard = staging.as_ref().map(|s| {
+                let mut g = s.slot(i);
+                s.take(&mut g, &mut chunks);
+                g
+            });
             self.region.drain(i, &mut bytes);
             let got_bytes = last_raw.is_some() || !chunks.is_empty() || !bytes.is_empty();
             match info.state {
@@ -321,9 +321,6 @@ impl AgentSource {
             }
             drop(guard);
             for chunk in chunks.drain(..) {
-                if let Some(s) = &staging {
-                    s.taken(chunk.len());
-                }
                 self.take_bytes(chunk, pid, tid, &mut out, &mut last_raw);
             }
             self.chunks = chunks;
@@ -357,7 +354,7 @@ impl AgentSource {
     /// time of the last record.
     fn take_bytes(
         &mut self,
-        bytes: Vec<u8>,
+        mut bytes: Vec<u8>,
         pid: Pid,
         tid: Tid,
         out: &mut Drained<'_>,
@@ -389,7 +386,6 @@ impl AgentSource {
                 None => self.stats.unknown += 1,
             }
         }
-        let mut bytes = bytes;
         bytes.clear();
         out.pool.push(bytes);
     }
