@@ -372,10 +372,11 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.samples", s.samples));
             counters.push(c("kernel.undecodable", s.undecodable));
             counters.push(c("kernel.switches_recovered", s.repaired));
-            counters.push(c("kernel.switch_records_skipped", s.switch_records_skipped));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
             counters.push(c("kernel.ftrace", u64::from(s.ftrace)));
-            counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
+            if !s.ftrace {
+                counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
+            }
         }
         if let Some(p) = &self.procfs {
             counters.push(c("procfs.events", self.tally.scheduler));

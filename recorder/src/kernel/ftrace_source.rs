@@ -1,15 +1,14 @@
 //! The kernel source read from a private ftrace instance: tracepoint events from its
-//! per-CPU buffers, switch-in records from perf rings (for the switch repair), merged
-//! per CPU in time order.
+//! per-CPU buffers, each CPU's in time order, with the switches the tracepoint did not
+//! report put back in ([`CpuQueue`]).
 //!
 //! One read (every few ms, on the reader thread):
-//! 1. note the time `now`, then empty the perf rings (switch-in records), then the
-//!    ftrace buffers (pages of tracepoint events): a switch-in record can only be read
-//!    after the tracepoints the same CPU wrote before it;
-//! 2. hand each CPU's items to its [`CpuMerge`] and release them up to `now - SLACK`:
+//! 1. note the time `now`, then empty the ftrace buffers (pages of tracepoint events);
+//! 2. hand each CPU's events to its [`CpuQueue`] and release them up to `now - SLACK`:
 //!    a record stamped before that is taken to be readable by then (writers stamp a
 //!    record and commit it microseconds later, unless their vCPU is preempted, hence a
-//!    generous slack; the recorder holds records far longer anyway).
+//!    generous slack; the recorder holds records far longer anyway). Records past the
+//!    horizon stay held: they date a recovered switch that a released one reveals.
 //!
 //! Losses: a page says when events were overwritten before it (the buffer was full);
 //! the per-CPU `stats` file counts them, and those lost otherwise. Each loss becomes an
@@ -20,112 +19,78 @@ use std::time::Duration;
 
 use sonda_trace::{Event, Record, Time};
 
-use super::cpu_merge::CpuMerge;
+use super::cpu_queue::CpuQueue;
 use super::ftrace_instance::{CpuLoss, Instance};
 use super::ftrace_page::{Missed, Page, PageLayout};
-use super::perf_record::{self, PerfRecord};
-use super::perf_ring::KernelRings;
 use super::sched_events::{Hit, SchedDecoder};
-use super::task_filter::{Mirror, TaskFilter};
+use super::task_filter::TaskFilter;
 use super::tgids::Tgids;
 use super::KernelStats;
 use crate::clock;
 
 /// How long after its timestamp a record is taken to be readable.
 const SLACK: Duration = Duration::from_millis(10);
-/// Most pages of one CPU read in one read (1 MiB of 4 KiB pages), so that the perf
-/// rings are read again before they fill while a busy CPU's buffer is being emptied.
+/// Most pages of one CPU read in one read (1 MiB of 4 KiB pages), so that the other
+/// CPUs' buffers are read again before they fill while a busy CPU's is being emptied.
 const MAX_PAGES: usize = 256;
 /// The `stats` files are read every this many reads (and when a page reports a loss).
 const STATS_EVERY: u32 = 20;
 
-/// Per CPU: the merge and the loss counters already passed on.
+/// Per CPU: its queue and the loss counters already passed on.
 struct CpuState {
     cpu: u16,
-    merge: CpuMerge,
+    queue: CpuQueue,
     /// Loss counters accounted for by `KernelLost` records so far.
     accounted: CpuLoss,
     /// Time of the last event read (where a loss noticed now is placed).
     last_time: u64,
     /// Whether the last read left pages in the buffer.
-    ftrace_backlog: bool,
-    /// Time of the latest perf record read.
-    perf_time: u64,
-    /// Whether the last read left perf records in the ring.
-    perf_backlog: bool,
+    backlog: bool,
 }
 
-/// Tracepoints from ftrace, switch-in records from perf.
+/// Tracepoints from ftrace.
 pub struct FtraceSource {
     instance: Instance,
     layout: PageLayout,
     decoder: SchedDecoder,
-    /// Switch-in records for the repair, if perf allowed them.
-    switch_rings: Option<KernelRings>,
     /// In the order of the instance's CPUs.
     cpus: Vec<CpuState>,
-    /// Index in `cpus` by CPU number.
-    by_cpu: Vec<Option<usize>>,
     tgids: Tgids,
-    /// The instance's task filter and the source's copy of its list.
+    /// The instance's task filter.
     filter: TaskFilter,
-    mirror: Mirror,
-    /// Switch-in records skipped: neither task is in the filter's list.
-    unfiltered_switches: u64,
     stats: KernelStats,
     page: Vec<u8>,
-    /// CPUs whose perf ring the last read did not empty.
-    backlog: Vec<u16>,
     reads: u32,
     stopped: bool,
 }
 
 impl FtraceSource {
-    /// Reads `instance` (configured, not started) with pages of `layout`, and
-    /// `switch_rings` (opened, disabled) if any.
-    pub fn new(
-        instance: Instance,
-        layout: PageLayout,
-        decoder: SchedDecoder,
-        switch_rings: Option<KernelRings>,
-    ) -> FtraceSource {
+    /// Reads `instance` (configured, not started) with pages of `layout`.
+    pub fn new(instance: Instance, layout: PageLayout, decoder: SchedDecoder) -> FtraceSource {
         let layout = layout.with_page_size(instance.page_size());
         let cpus: Vec<CpuState> = instance
             .cpus()
             .map(|cpu| CpuState {
                 cpu,
-                merge: CpuMerge::new(cpu),
+                queue: CpuQueue::new(cpu),
                 accounted: CpuLoss::default(),
                 last_time: 0,
-                ftrace_backlog: false,
-                perf_time: 0,
-                perf_backlog: false,
+                backlog: false,
             })
             .collect();
-        let max = cpus.iter().map(|c| usize::from(c.cpu)).max().unwrap_or(0);
-        let mut by_cpu = vec![None; max + 1];
-        for (i, c) in cpus.iter().enumerate() {
-            by_cpu[usize::from(c.cpu)] = Some(i);
-        }
         let filter = instance.task_filter();
-        let mirror = filter.mirror();
         FtraceSource {
             filter,
-            mirror,
-            unfiltered_switches: 0,
             page: vec![0; layout.page_size()],
             instance,
             layout,
             decoder,
-            switch_rings,
             cpus,
-            by_cpu,
             tgids: Tgids::default(),
             stats: KernelStats {
                 ftrace: true,
                 ..KernelStats::default()
             },
-            backlog: Vec::new(),
             reads: 0,
             stopped: false,
         }
@@ -138,20 +103,13 @@ impl FtraceSource {
 
     /// Starts recording.
     pub fn enable(&mut self) -> std::io::Result<()> {
-        if let Some(r) = &mut self.switch_rings {
-            r.enable()?;
-        }
         self.instance.start()
     }
 
     /// Stops recording; the next read takes everything left.
     pub fn disable(&mut self) -> std::io::Result<()> {
         self.stopped = true;
-        let ftrace = self.instance.stop();
-        if let Some(r) = &mut self.switch_rings {
-            r.disable()?;
-        }
-        ftrace
+        self.instance.stop()
     }
 
     /// Appends what can be released now to `out`, in time order per CPU; returns
@@ -162,90 +120,33 @@ impl FtraceSource {
         } else {
             clock::monotonic().0.saturating_sub(SLACK.as_nanos() as u64)
         };
-        self.mirror.update();
-        self.read_switch_records();
         self.reads = self.reads.wrapping_add(1);
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
         for i in 0..self.cpus.len() {
-            self.cpus[i].ftrace_backlog = self.read_cpu(i);
-            if check_stats && !self.cpus[i].ftrace_backlog {
+            self.cpus[i].backlog = self.read_cpu(i);
+            if check_stats && !self.cpus[i].backlog {
                 self.check_loss(i);
             }
         }
         let mut more = false;
         for c in &mut self.cpus {
-            // Records not read yet are later than the last read of the same stream.
+            // Records not read yet are later than the last one read.
             let mut h = horizon;
-            if c.ftrace_backlog {
+            if c.backlog {
                 h = h.min(c.last_time);
             }
-            if c.perf_backlog {
-                h = h.min(c.perf_time);
-            }
-            more |= c.ftrace_backlog || c.perf_backlog;
-            c.merge.release(h, out, &mut self.stats);
+            more |= c.backlog;
+            c.queue.release(h, out, &mut self.stats);
         }
         more
     }
 
     /// What was read so far.
     pub fn stats(&self) -> KernelStats {
-        KernelStats {
-            switch_delay_ns: self
-                .cpus
-                .iter()
-                .filter_map(|c| c.merge.switch_delay())
-                .max()
-                .unwrap_or(0),
-            switch_records_skipped: self.unfiltered_switches,
-            ..self.stats
-        }
+        self.stats
     }
 
-    fn read_switch_records(&mut self) {
-        let Some(rings) = &mut self.switch_rings else {
-            return;
-        };
-        let (cpus, by_cpu, stats) = (&mut self.cpus, &self.by_cpu, &mut self.stats);
-        let (mirror, skipped) = (&self.mirror, &mut self.unfiltered_switches);
-        let index = |cpu: u16| by_cpu.get(usize::from(cpu)).copied().flatten();
-        self.backlog.clear();
-        // A quarter of the ring per read: the ring is then read four times before a CPU
-        // producing as fast as the reader reads could fill it.
-        let max = (rings.ring_bytes() / 4).max(4096);
-        rings.read(
-            max,
-            |ring_cpu, ty, misc, body| {
-                let Some(c) = index(ring_cpu).map(|i| &mut cpus[i]) else {
-                    return;
-                };
-                match perf_record::parse(ty, misc, body) {
-                    Ok(PerfRecord::SwitchIn {
-                        tid, prev, time, ..
-                    }) => {
-                        c.perf_time = c.perf_time.max(time);
-                        // The kernel filter keeps a switch if either task is listed:
-                        // one between two others was left out on purpose, not missed.
-                        if mirror.traced(tid) || mirror.traced(prev) {
-                            c.merge.switch_in(time, tid, prev)
-                        } else {
-                            *skipped += 1;
-                        }
-                    }
-                    Ok(PerfRecord::Lost { lost, time, .. }) => c.merge.perf_lost(time, lost),
-                    Ok(PerfRecord::Sample(s)) => c.perf_time = c.perf_time.max(s.time),
-                    Ok(PerfRecord::Other(_)) => {}
-                    Err(_) => stats.undecodable += 1,
-                }
-            },
-            &mut self.backlog,
-        );
-        for c in cpus.iter_mut() {
-            c.perf_backlog = self.backlog.contains(&c.cpu);
-        }
-    }
-
-    /// Reads the buffer of the `i`th CPU into its merge, up to [`MAX_PAGES`]; returns
+    /// Reads the buffer of the `i`th CPU into its queue, up to [`MAX_PAGES`]; returns
     /// whether pages were left.
     fn read_cpu(&mut self, i: usize) -> bool {
         for _ in 0..MAX_PAGES {
@@ -279,21 +180,20 @@ impl FtraceSource {
                     (None, Missed::Count(n)) => n,
                     _ => 0,
                 };
-                c.merge.ftrace_lost(page.timestamp, count);
+                c.queue.lost(page.timestamp, count);
             }
             for e in page.events() {
                 let e = match e {
                     Ok(e) => e,
                     Err(_) => {
                         self.stats.undecodable += 1;
-                        c.merge.ftrace_lost(c.last_time, 0);
+                        c.queue.lost(c.last_time, 0);
                         break;
                     }
                 };
                 c.last_time = e.time;
-                let tasks = (&mut self.tgids, &mut self.mirror);
-                match decode(&self.decoder, tasks, c.cpu, e.time, e.payload) {
-                    Some(r) => c.merge.event(r),
+                match decode(&self.decoder, &mut self.tgids, c.cpu, e.time, e.payload) {
+                    Some((r, current)) => c.queue.event(r, current),
                     None => self.stats.undecodable += 1,
                 }
             }
@@ -320,21 +220,21 @@ impl FtraceSource {
                 .saturating_sub(c.accounted.commit_overrun)
             + now.dropped.saturating_sub(c.accounted.dropped);
         if new > 0 {
-            c.merge.ftrace_lost(c.last_time, new);
+            c.queue.lost(c.last_time, new);
         }
         c.accounted = CpuLoss { overrun, ..now };
     }
 }
 
-/// Decodes one ftrace event of `cpu` at `time`; what it says about tasks' lives goes to
-/// the tid→process map and to the task filter's mirror.
+/// Decodes one ftrace event of `cpu` at `time`, with the task that was running when it
+/// was written; what it says about tasks' lives goes to the tid→process map.
 fn decode(
     decoder: &SchedDecoder,
-    (tgids, mirror): (&mut Tgids, &mut Mirror),
+    tgids: &mut Tgids,
     cpu: u16,
     time: u64,
     payload: &[u8],
-) -> Option<Record> {
+) -> Option<(Record, u32)> {
     let tid = decoder.current_tid(payload)?;
     let hit = Hit {
         tid,
@@ -343,22 +243,15 @@ fn decode(
     };
     let event = decoder.decode(&hit, |t| tgids.of(t))?;
     match &event {
-        Event::NewTask {
-            parent, child, pid, ..
-        } => {
-            tgids.learn(child.0, pid.0);
-            mirror.created(parent.0, child.0);
-        }
-        Event::TaskExit { tid } => {
-            tgids.forget(tid.0);
-            mirror.exited(tid.0);
-        }
+        Event::NewTask { child, pid, .. } => tgids.learn(child.0, pid.0),
+        Event::TaskExit { tid } => tgids.forget(tid.0),
         _ => {}
     }
-    Some(Record {
+    let record = Record {
         time: Time(time),
         event,
-    })
+    };
+    Some((record, tid))
 }
 
 #[cfg(test)]
@@ -434,8 +327,8 @@ mod tests {
             assert_eq!((e.time + 500) / 1000, want.micros, "time of {}", want.name);
             // Learn the processes of creators from the line, not from /proc.
             tgids.learn(want.current, want.current);
-            let tasks = (&mut tgids, &mut Mirror::default());
-            let r = decode(&decoder, tasks, 0, e.time, e.payload).unwrap();
+            let (r, current) = decode(&decoder, &mut tgids, 0, e.time, e.payload).unwrap();
+            assert_eq!(current, want.current);
             assert_eq!(cpu_of(&r).unwrap_or(Cpu(0)), Cpu(0));
             let want_event = match want.name.as_str() {
                 "sched_switch" => Event::Switch {

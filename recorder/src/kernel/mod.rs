@@ -3,8 +3,8 @@
 //!
 //! Two ways to read them, tried in this order:
 //! 1. **ftrace** (`ftrace_source`): a private tracefs instance records the
-//!    tracepoints; perf rings carry only context-switch records, for the switch repair.
-//!    Needs write access to tracefs (root). On kernels where perf does not deliver
+//!    tracepoints; switches they do not report are recovered from each event's running
+//!    task (`cpu_queue`). Needs write access to tracefs (root). On kernels where perf does not deliver
 //!    tracepoint samples while the idle task runs, only this path sees the wakeups done
 //!    from interrupts on idle CPUs (a timer expiring, a disk completing).
 //! 2. **perf** (`perf_source`): tracepoint samples and context-switch records in perf
@@ -20,16 +20,18 @@
 //! - `tgids` finds the process of a task that ftrace names by tid only;
 //! - `perf_ring` opens perf events and reads the per-CPU rings;
 //! - [`perf_record`] decodes perf ring records from bytes;
-//! - `switch_repair` recovers switches the tracepoint did not report;
+//! - `switch_repair` recovers switches the tracepoint did not report from perf's
+//!   switch-in records (the perf source);
 //! - `task_filter` makes the kernel record only the traced tasks' events;
-//! - `cpu_merge` puts a CPU's ftrace events and perf records in one time order;
+//! - `cpu_queue` holds a CPU's ftrace events until they can be released, and recovers
+//!   the switches the tracepoint did not report from the events' running task;
 //! - `reader_thread` empties everything on a thread of its own.
 //!
 //! The decoders ([`tp_format`], [`sched_events`], [`ftrace_page`], [`perf_record`]) are
 //! public: they are pure functions of bytes, so they can be fuzzed and benchmarked
 //! without a kernel. The rest is the crate's own.
 
-pub(crate) mod cpu_merge;
+pub(crate) mod cpu_queue;
 pub(crate) mod ftrace_instance;
 pub mod ftrace_page;
 pub(crate) mod ftrace_source;
@@ -81,16 +83,14 @@ pub(crate) struct KernelStats {
     pub lost: u64,
     /// Records or pages that did not decode (never expected).
     pub undecodable: u64,
-    /// Switches recovered from switch-in records (see [`switch_repair`]).
+    /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
+    /// [`switch_repair`]).
     pub repaired: u64,
-    /// Switch-in records of tasks the kernel's task filter leaves out, skipped
-    /// (see [`task_filter`]).
-    pub switch_records_skipped: u64,
     /// Whether the tracepoints were read from an ftrace instance (else from perf).
     pub ftrace: bool,
-    /// The largest of the CPUs' median delays from a reported switch to its perf
-    /// switch-in record, ns (see [`switch_repair`]): a few µs when the tracepoints and
-    /// perf share a clock; 0 when nothing was measured.
+    /// The perf source: the largest of the CPUs' median delays from a reported switch
+    /// to its perf switch-in record, ns (see [`switch_repair`]): a few µs when the
+    /// tracepoints and perf share a clock; 0 when nothing was measured.
     pub switch_delay_ns: u64,
 }
 
@@ -201,7 +201,7 @@ impl KernelSource {
     }
 }
 
-/// The ftrace path, with a notice if perf context-switch records cannot be had.
+/// The ftrace path.
 fn open_ftrace(
     tracefs: &Tracefs,
     decoder: SchedDecoder,
@@ -220,22 +220,9 @@ fn open_ftrace(
     )
     .map_err(|e| InstanceError::Other(e.to_string()))?;
     let instance = Instance::create(tracefs, events, ring_bytes, cpus, layout.page_size())?;
-    // Switch records (two per switch) are about half the volume of the tracepoints.
-    let switch_ring = (ring_bytes / 2).max(64 << 10);
-    let (rings, notice) = match KernelRings::open(&[], cpus, switch_ring) {
-        Ok(r) => (Some(r), None),
-        Err(e) => (
-            None,
-            Some(format!(
-                "sonda: no perf context-switch records ({e}); switches the scheduler tracepoint does not report cannot be recovered"
-            )),
-        ),
-    };
     Ok(KernelSource {
-        inner: Inner::Ftrace(Box::new(FtraceSource::new(
-            instance, layout, decoder, rings,
-        ))),
-        notice,
+        inner: Inner::Ftrace(Box::new(FtraceSource::new(instance, layout, decoder))),
+        notice: None,
     })
 }
 

@@ -27,17 +27,14 @@
 //! event-fork applies to it too: the collector puts its own threads there after it
 //! forked the command, so that its own work is not recorded either.
 //!
-//! The perf switch-in records used by [`super::switch_repair`] are not filtered (perf
-//! has no such filter for per-CPU events): the source skips those of tasks outside
-//! the list, which it mirrors ([`Mirror`]): the tids given here, and the children of
-//! listed tasks as their `task_newtask` records come.
+//! The recovery of unreported switches (`super::cpu_queue`) sees fewer tasks: a switch
+//! between two unlisted tasks is not recorded, so the next recorded event on that CPU
+//! may reveal a "hole" between two tasks that are not followed; the follower drops it
+//! like any switch between tasks it does not follow.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-
-use rustc_hash::FxHashSet;
 
 /// Pids per write: a write is parsed by the kernel in one piece.
 const PIDS_PER_WRITE: usize = 256;
@@ -46,41 +43,24 @@ const PIDS_PER_WRITE: usize = 256;
 #[derive(Clone)]
 pub struct TaskFilter {
     dir: PathBuf,
-    /// Tids added since the source last looked (see [`Mirror::update`]).
-    added: Arc<Mutex<Vec<u32>>>,
 }
 
 impl TaskFilter {
     pub(super) fn new(dir: PathBuf) -> TaskFilter {
-        TaskFilter {
-            dir,
-            added: Arc::default(),
-        }
+        TaskFilter { dir }
     }
 
     /// Records the events of `tids` and, from now on, of every task they create.
     /// The first call turns the filter on: before it the instance records every task.
     pub fn follow(&self, tids: &[u32]) -> std::io::Result<()> {
         write_option(&self.dir, "options/event-fork", "1")?;
-        append(&self.dir, "set_event_pid", tids)?;
-        if let Ok(mut a) = self.added.lock() {
-            a.extend_from_slice(tids);
-        }
-        Ok(())
+        append(&self.dir, "set_event_pid", tids)
     }
 
     /// Never records `tids` nor what they create from now on (their events already
     /// read are unaffected). Fails on kernels without `set_event_notrace_pid`.
     pub fn exclude(&self, tids: &[u32]) -> std::io::Result<()> {
         append(&self.dir, "set_event_notrace_pid", tids)
-    }
-
-    pub(super) fn mirror(&self) -> Mirror {
-        Mirror {
-            filter: self.added.clone(),
-            tids: FxHashSet::default(),
-            active: false,
-        }
     }
 }
 
@@ -106,68 +86,4 @@ fn append(dir: &std::path::Path, rel: &str, tids: &[u32]) -> std::io::Result<()>
 
 fn annotate(path: &std::path::Path, e: std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-}
-
-/// The source's copy of the kernel's list, for the records perf does not filter.
-/// The default belongs to no filter: it takes every task as recorded.
-#[derive(Default)]
-pub struct Mirror {
-    filter: Arc<Mutex<Vec<u32>>>,
-    tids: FxHashSet<u32>,
-    /// Whether the filter is on (a tid was ever given): until then every task counts.
-    active: bool,
-}
-
-impl Mirror {
-    /// Takes in the tids given to the filter since the last call (once per read).
-    pub fn update(&mut self) {
-        if let Ok(mut added) = self.filter.lock() {
-            if !added.is_empty() {
-                self.active = true;
-                self.tids.extend(added.drain(..));
-            }
-        }
-    }
-
-    /// Whether the kernel records `tid`'s events.
-    #[inline]
-    pub fn traced(&self, tid: u32) -> bool {
-        !self.active || self.tids.contains(&tid)
-    }
-
-    /// `parent` created `child`: the kernel's list takes the child if it has the parent.
-    pub fn created(&mut self, parent: u32, child: u32) {
-        if self.active && self.tids.contains(&parent) {
-            self.tids.insert(child);
-        }
-    }
-
-    /// `tid` exited.
-    pub fn exited(&mut self, tid: u32) {
-        if self.active {
-            self.tids.remove(&tid);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_mirror_follows_the_tree_once_given_tids() {
-        let f = TaskFilter::new(PathBuf::from("/nonexistent"));
-        let mut m = f.mirror();
-        m.update();
-        // No filter yet: the kernel records everything.
-        assert!(m.traced(7));
-        f.added.lock().unwrap().push(10);
-        m.update();
-        assert!(m.traced(10) && !m.traced(7));
-        m.created(10, 11);
-        m.created(7, 8);
-        assert!(m.traced(11) && !m.traced(8));
-        m.exited(11);
-        assert!(!m.traced(11));
-    }
 }

@@ -137,13 +137,9 @@ fn a_private_instance_lives_as_long_as_the_recording() {
     assert_eq!(meta.counters.get("kernel.lost"), Some(&0));
     assert_eq!(meta.counters.get("kernel.undecodable"), Some(&0));
     assert!(!records.is_empty());
-    // The delay from a sched_switch (ftrace clock) to the perf record of the same
-    // switch (perf clock) is a few microseconds when both clocks are CLOCK_MONOTONIC.
-    let delay = meta.counters["kernel.switch_record_delay_ns"];
-    assert!(
-        (100..50_000).contains(&delay),
-        "switch-to-record delay {delay} ns: the clocks of ftrace and perf differ"
-    );
+    // The ftrace path opens no perf context-switch events (they cost the traced
+    // machine as much as the tracepoints): their delay counter belongs to the perf path.
+    assert_eq!(meta.counters.get("kernel.switch_record_delay_ns"), None);
 }
 
 #[test]

@@ -1,0 +1,358 @@
+//! One CPU's tracepoint events, held until a horizon and released in order, with the
+//! switches the tracepoint did not report put back in.
+//!
+//! The kernel reports a tracepoint in the context of the task that is running, and
+//! some kernels keep quiet while some tasks run: on the machines this project runs on,
+//! nothing is ever reported while a thread of the sandbox's own supervisor runs. A
+//! switch *from* such a task is then missing, and the thread it switched to would seem
+//! to run without having been switched in (a lost page leaves the same hole).
+//!
+//! Every ftrace event names the task running when it was written (`common_pid`), so
+//! the CPU's own stream says when the task on the CPU changed without a switch:
+//!
+//! ```text
+//!  reported   switch A→S ·········· (S runs, silent; S→Y not reported) ··· Y: runtime 40 µs, t=100 µs
+//!  released   switch A→S,  switch S→Y at t=60 µs (recovered),  Y: runtime …
+//! ```
+//!
+//! The recovered switch is dated by the first CPU-time charge of the arriving task on
+//! this CPU (`sched_stat_runtime`, written at the next tick or before the task leaves
+//! the CPU: its runtime is the stretch since the switch-in, in the task clock, which
+//! leaves out stolen time), never before the CPU's previous record; without such a
+//! charge among the records read so far, at its first event. Its `prev_state` is 0:
+//! the silent task's state is unknown (it is never a followed thread, whose own records
+//! are reported).
+//!
+//! This replaces a second witness the collector used to open, perf's context-switch
+//! records on every CPU: they told the same, a microsecond after each switch, but cost
+//! the traced machine as much as all the tracepoints together (about 1 µs per switch
+//! in the kernel on this project's machines, `docs/overhead.md`), for a few recoveries
+//! a second.
+
+use std::collections::VecDeque;
+
+use sonda_trace::{Cpu, Event, Record, Time};
+
+use super::KernelStats;
+
+/// A record with the task that was running when the kernel wrote it.
+#[derive(Clone, Debug, PartialEq)]
+struct Held {
+    record: Record,
+    /// `common_pid` of the event; [`LOSS`] for a loss.
+    current: u32,
+}
+
+/// `current` of a loss record (no task wrote it).
+const LOSS: u32 = u32::MAX;
+
+/// One CPU.
+#[derive(Default)]
+pub struct CpuQueue {
+    cpu: u16,
+    /// Tracepoint events and their losses, in the order of the CPU's buffer (time order).
+    held: VecDeque<Held>,
+    /// The task on the CPU according to the records released so far; `None` when not
+    /// known (at the start and after a loss).
+    running: Option<u32>,
+    /// Time of the last record released.
+    last: u64,
+}
+
+impl CpuQueue {
+    /// An empty queue for `cpu`.
+    pub fn new(cpu: u16) -> CpuQueue {
+        CpuQueue {
+            cpu,
+            ..CpuQueue::default()
+        }
+    }
+
+    /// The next tracepoint event of this CPU (in the order of its buffer), written while
+    /// `current` was running.
+    pub fn event(&mut self, record: Record, current: u32) {
+        self.held.push_back(Held { record, current });
+    }
+
+    /// `count` events of this CPU's buffer lost, noticed at `time` (0 when the count is
+    /// not known; the loss still makes the running task unknown).
+    pub fn lost(&mut self, time: u64, count: u64) {
+        let record = Record {
+            time: Time(time),
+            event: Event::KernelLost {
+                cpu: Cpu(self.cpu),
+                count,
+            },
+        };
+        self.held.push_back(Held {
+            record,
+            current: LOSS,
+        });
+    }
+
+    /// Appends to `out`, in time order, everything held up to `horizon` (inclusive),
+    /// with the switches recovered before the records that reveal them; counts into
+    /// `stats`.
+    pub fn release(&mut self, horizon: u64, out: &mut Vec<Record>, stats: &mut KernelStats) {
+        while self
+            .held
+            .front()
+            .is_some_and(|h| h.record.time.0 <= horizon)
+        {
+            let Some(Held { record, current }) = self.held.pop_front() else {
+                return;
+            };
+            let time = record.time.0;
+            if current == LOSS {
+                if let Event::KernelLost { count, .. } = record.event {
+                    stats.lost += count;
+                }
+                self.running = None;
+            } else {
+                if let Some(running) = self.running.filter(|r| *r != current) {
+                    let at = self.switch_in_time(current, &record);
+                    stats.repaired += 1;
+                    out.push(Record {
+                        time: Time(at),
+                        event: Event::Switch {
+                            cpu: Cpu(self.cpu),
+                            prev: sonda_trace::Tid(running),
+                            prev_state: 0,
+                            next: sonda_trace::Tid(current),
+                        },
+                    });
+                }
+                self.running = Some(match record.event {
+                    Event::Switch { next, .. } => next.0,
+                    _ => current,
+                });
+                stats.samples += 1;
+            }
+            self.last = self.last.max(time);
+            out.push(record);
+        }
+    }
+
+    /// When `task`, found running by `first` (already taken off the queue), was
+    /// switched in: by its first CPU-time charge among the records of its stretch read
+    /// so far, else at `first`; never before the CPU's previous record.
+    fn switch_in_time(&self, task: u32, first: &Record) -> u64 {
+        let stretch = std::iter::once(first).chain(
+            self.held
+                .iter()
+                .take_while(|h| h.current == task)
+                .map(|h| &h.record),
+        );
+        let mut at = first.time.0;
+        for r in stretch {
+            match r.event {
+                Event::CpuTime { tid, ns } if tid.0 == task => {
+                    at = r.time.0.saturating_sub(ns);
+                    break;
+                }
+                // The charge for the stretch comes before its switch-out.
+                Event::Switch { .. } => break,
+                _ => {}
+            }
+        }
+        at.clamp(self.last, first.time.0)
+    }
+
+    /// How many records are held.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonda_trace::Tid;
+
+    fn switch(time: u64, prev: u32, next: u32) -> (Record, u32) {
+        let r = Record {
+            time: Time(time),
+            event: Event::Switch {
+                cpu: Cpu(1),
+                prev: Tid(prev),
+                prev_state: 1,
+                next: Tid(next),
+            },
+        };
+        (r, prev)
+    }
+
+    fn runtime(time: u64, tid: u32, ns: u64) -> (Record, u32) {
+        let r = Record {
+            time: Time(time),
+            event: Event::CpuTime { tid: Tid(tid), ns },
+        };
+        (r, tid)
+    }
+
+    fn waking(time: u64, waker: u32, wakee: u32) -> (Record, u32) {
+        let r = Record {
+            time: Time(time),
+            event: Event::Waking {
+                cpu: Cpu(1),
+                waker: Tid(waker),
+                wakee: Tid(wakee),
+            },
+        };
+        (r, waker)
+    }
+
+    fn recovered(time: u64, prev: u32, next: u32) -> Record {
+        Record {
+            time: Time(time),
+            event: Event::Switch {
+                cpu: Cpu(1),
+                prev: Tid(prev),
+                prev_state: 0,
+                next: Tid(next),
+            },
+        }
+    }
+
+    fn feed(q: &mut CpuQueue, items: &[(Record, u32)]) {
+        for (r, current) in items {
+            q.event(r.clone(), *current);
+        }
+    }
+
+    fn release(q: &mut CpuQueue, horizon: u64) -> (Vec<Record>, KernelStats) {
+        let mut out = Vec::new();
+        let mut stats = KernelStats::default();
+        q.release(horizon, &mut out, &mut stats);
+        (out, stats)
+    }
+
+    #[test]
+    fn a_consistent_stream_passes_unchanged() {
+        let mut q = CpuQueue::new(1);
+        let items = [
+            switch(10, 1, 2),
+            waking(15, 2, 7),
+            runtime(20, 2, 10),
+            switch(20, 2, 0),
+            waking(30, 0, 2),
+            switch(40, 0, 2),
+        ];
+        feed(&mut q, &items);
+        let (out, stats) = release(&mut q, 25);
+        assert_eq!(out.len(), 4);
+        assert_eq!(q.held(), 2);
+        let (rest, _) = release(&mut q, u64::MAX);
+        let all: Vec<Record> = out.into_iter().chain(rest).collect();
+        let want: Vec<Record> = items.iter().map(|(r, _)| r.clone()).collect();
+        assert_eq!(all, want);
+        assert_eq!((stats.samples, stats.repaired), (4, 0));
+    }
+
+    #[test]
+    fn a_switch_from_a_silent_task_is_recovered_and_dated_by_the_charge() {
+        let mut q = CpuQueue::new(1);
+        // 7 → 75 reported; 75 is silent; 9 then wakes 8, is charged 40 at 100 (switched
+        // in at 60) and leaves.
+        feed(
+            &mut q,
+            &[
+                switch(20, 7, 75),
+                waking(80, 9, 8),
+                runtime(100, 9, 40),
+                switch(100, 9, 0),
+            ],
+        );
+        let (out, stats) = release(&mut q, u64::MAX);
+        assert_eq!(out[1], recovered(60, 75, 9));
+        assert_eq!(out[2].time, Time(80));
+        assert_eq!(out.len(), 5);
+        assert_eq!(stats.repaired, 1);
+    }
+
+    #[test]
+    fn a_recovered_switch_is_never_dated_before_the_previous_record() {
+        let mut q = CpuQueue::new(1);
+        feed(
+            &mut q,
+            &[switch(50, 7, 75), runtime(100, 9, 1000), switch(100, 9, 0)],
+        );
+        let (out, _) = release(&mut q, u64::MAX);
+        assert_eq!(out[1], recovered(50, 75, 9));
+    }
+
+    #[test]
+    fn without_a_charge_the_switch_is_dated_at_the_first_event() {
+        let mut q = CpuQueue::new(1);
+        // The switch-out of 9 is its first record; no charge (a kernel without
+        // sched_stat_runtime).
+        feed(&mut q, &[switch(50, 7, 75), switch(90, 9, 0)]);
+        let (out, _) = release(&mut q, u64::MAX);
+        assert_eq!(out[1], recovered(90, 75, 9));
+        assert_eq!(out[2], switch(90, 9, 0).0);
+    }
+
+    #[test]
+    fn the_charge_is_looked_for_in_records_past_the_horizon() {
+        let mut q = CpuQueue::new(1);
+        feed(
+            &mut q,
+            &[switch(10, 7, 75), waking(50, 9, 8), runtime(200, 9, 170)],
+        );
+        let (out, _) = release(&mut q, 60);
+        assert_eq!(out[1], recovered(30, 75, 9));
+        assert_eq!(q.held(), 1);
+    }
+
+    #[test]
+    fn a_charge_of_another_stretch_is_not_used() {
+        let mut q = CpuQueue::new(1);
+        // 9 leaves at 90 (no charge in its stretch); its later charge is of another one.
+        feed(
+            &mut q,
+            &[
+                switch(10, 7, 75),
+                waking(50, 9, 8),
+                switch(90, 9, 3),
+                runtime(95, 3, 5),
+                runtime(200, 9, 150),
+            ],
+        );
+        let (out, _) = release(&mut q, u64::MAX);
+        assert_eq!(out[1], recovered(50, 75, 9));
+    }
+
+    #[test]
+    fn after_a_loss_the_running_task_is_not_guessed() {
+        let mut q = CpuQueue::new(1);
+        feed(&mut q, &[switch(10, 1, 2)]);
+        q.lost(20, 5);
+        // Whatever ran after the loss, its first record only says it runs now.
+        feed(
+            &mut q,
+            &[waking(30, 3, 4), switch(40, 3, 5), waking(45, 6, 1)],
+        );
+        let (out, stats) = release(&mut q, u64::MAX);
+        let lost = Record {
+            time: Time(20),
+            event: Event::KernelLost {
+                cpu: Cpu(1),
+                count: 5,
+            },
+        };
+        assert_eq!(out[1], lost);
+        // 5 was switched to, 6 wrote the next record: that one is a hole.
+        assert_eq!(out[4], recovered(45, 5, 6));
+        assert_eq!((stats.lost, stats.repaired, stats.samples), (5, 1, 4));
+    }
+
+    #[test]
+    fn the_first_record_of_a_recording_is_not_a_hole() {
+        let mut q = CpuQueue::new(1);
+        feed(&mut q, &[waking(5, 3, 4), switch(9, 3, 0)]);
+        let (out, stats) = release(&mut q, u64::MAX);
+        assert_eq!(out.len(), 2);
+        assert_eq!(stats.repaired, 0);
+    }
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# What kernel tracing costs the traced machine, inside the kernel: `perf bench sched
+# pipe` (two processes passing a byte back and forth, two context switches, a wakeup
+# and a few CPU-time charges per operation) pinned to CPU 0, timed per operation under
+# each configuration, in alternating rounds so that a drift of the machine falls on
+# all of them alike. The difference to `none` is what the tracing adds to each
+# operation on the traced CPU, the collector's own work excluded (it runs on CPU 1).
+#
+# Configurations:
+#   none         nothing traced
+#   switch       an ftrace instance with sched_switch only
+#   sched        an ftrace instance with every event sonda records (sched_switch,
+#                sched_waking, sched_wakeup(_new), sched_stat_runtime, sched_migrate_task,
+#                sched_process_exit/exec, task_newtask)
+#   filtered     the same, with set_event_pid listing another task: what events of
+#                tasks left out by sonda's task filter still cost
+#   perfswitch   `perf record -a --switch-events -e dummy` (perf's context-switch
+#                records on every CPU)
+#   sonda        `sonda record` of the benchmark, collector pinned to CPU 1
+#   sonda-b      the same with another sonda build ($SONDA_B_BIN), for an A/B
+#
+# usage: scripts/bench-kernel-cost.sh [ROUNDS] [LOOPS]     (as root; default 3, 300000)
+# Environment: CONFIGS (default "none switch sched filtered perfswitch sonda"),
+#              SONDA_BIN (default <repo>/target/release/sonda), SONDA_B_BIN
+set -euo pipefail
+ROUNDS=${1:-3}
+LOOPS=${2:-300000}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SONDA_BIN=${SONDA_BIN:-$ROOT/target/release/sonda}
+CONFIGS=${CONFIGS:-none switch sched filtered perfswitch sonda}
+TRACEFS=/sys/kernel/tracing
+[ -d "$TRACEFS/instances" ] || { echo "bench-kernel-cost.sh: no tracefs at $TRACEFS (mount -t tracefs nodev $TRACEFS)" >&2; exit 1; }
+command -v perf >/dev/null || { echo "bench-kernel-cost.sh: perf not found (apt-get install linux-perf)" >&2; exit 1; }
+INSTANCE=$TRACEFS/instances/bench-kernel-cost-$$
+TMP=$(mktemp -d)
+cleanup() {
+    [ -d "$INSTANCE" ] && { echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE"; }
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+SCHED_EVENTS="sched/sched_switch sched/sched_waking sched/sched_wakeup sched/sched_wakeup_new
+sched/sched_stat_runtime sched/sched_migrate_task sched/sched_process_exit
+sched/sched_process_exec task/task_newtask"
+
+pipe() { taskset -c 0 perf bench sched pipe -l "$LOOPS" 2>&1 | awk '/usecs\/op/{print $1}'; }
+
+instance() {
+    mkdir "$INSTANCE"
+    echo mono > "$INSTANCE/trace_clock"
+    echo 4096 > "$INSTANCE/buffer_size_kb"
+    for e in "$@"; do [ -e "$INSTANCE/events/$e/enable" ] && echo 1 > "$INSTANCE/events/$e/enable"; done
+}
+
+run() {
+    case $1 in
+    none) pipe ;;
+    switch|sched|filtered)
+        if [ "$1" = switch ]; then instance sched/sched_switch; else instance $SCHED_EVENTS; fi
+        # pid 1 is never one of the benchmark's tasks.
+        [ "$1" = filtered ] && echo 1 > "$INSTANCE/set_event_pid"
+        echo 1 > "$INSTANCE/tracing_on"
+        pipe
+        echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE" ;;
+    perfswitch)
+        perf record -q -a --switch-events -e dummy -o "$TMP/perf.data" -- \
+            taskset -c 0 perf bench sched pipe -l "$LOOPS" 2>&1 | awk '/usecs\/op/{print $1}' ;;
+    sonda|sonda-b)
+        local bin=$SONDA_BIN
+        [ "$1" = sonda-b ] && bin=${SONDA_B_BIN:?sonda-b needs SONDA_B_BIN}
+        taskset -c 1 "$bin" record -o "$TMP/t.trace" -- \
+            taskset -c 0 perf bench sched pipe -l "$LOOPS" 2>"$TMP/sonda.err" | awk '/usecs\/op/{print $1}'
+        grep -o 'collector CPU [0-9.]* s' "$TMP/sonda.err" >&2 || cat "$TMP/sonda.err" >&2
+        rm -f "$TMP/t.trace" ;;
+    *) echo "bench-kernel-cost.sh: unknown configuration $1" >&2; exit 2 ;;
+    esac
+}
+
+declare -A all
+for round in $(seq "$ROUNDS"); do
+    for c in $CONFIGS; do
+        v=$(run "$c")
+        all[$c]="${all[$c]:-} $v"
+        echo "round $round $c $v us/op"
+    done
+done
+echo
+echo "config        us/op (median of $ROUNDS; min-max)   added us/op vs none (median)"
+base=$(echo ${all[none]:-0} | tr ' ' '\n' | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+for c in $CONFIGS; do
+    echo ${all[$c]} | tr ' ' '\n' | sort -g | awk -v c="$c" -v base="$base" \
+        '{a[NR]=$1} END{m=a[int((NR+1)/2)]; printf "%-12s %8.3f (%.3f-%.3f)            %+.3f\n", c, m, a[1], a[NR], m-base}'
+done
