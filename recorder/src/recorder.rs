@@ -513,12 +513,11 @@ struct Opened<W: Write> {
 
 impl<W: Write> Opened<W> {
     /// Makes the kernel record the scheduler events of `tids` and of what they create
-    /// only (`kernel::task_filter`); the filter, if it is on. Opt-in for now
-    /// (`SONDA_TASK_FILTER=1`): it loses the migrations other tasks make and, for
-    /// short-lived threads, switch repairs (docs/overhead.md), which the schedstat and
-    /// running-interval tests catch.
+    /// only (`kernel::task_filter`); the filter, if it is on. `SONDA_TASK_FILTER=0`
+    /// turns it off (every task's events recorded, the follower keeping ours), to
+    /// compare.
     fn task_filter(&self, tids: &[u32]) -> Option<TaskFilter> {
-        if std::env::var_os("SONDA_TASK_FILTER").is_none_or(|v| v != "1") {
+        if std::env::var_os("SONDA_TASK_FILTER").is_some_and(|v| v == "0") {
             return None;
         }
         let filter = self.kernel.as_ref()?.task_filter()?;

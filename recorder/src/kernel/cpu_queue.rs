@@ -50,8 +50,12 @@ const LOSS: u32 = u32::MAX;
 #[derive(Default)]
 pub struct CpuQueue {
     cpu: u16,
-    /// Tracepoint events and their losses, in the order of the CPU's buffer (time order).
+    /// The filtered stream's events and their losses, in the order of the CPU's buffer
+    /// (time order).
     held: VecDeque<Held>,
+    /// The unfiltered stream's events, in time order (see
+    /// [`CpuQueue::unfiltered_event`]).
+    unfiltered: VecDeque<Record>,
     /// The task on the CPU according to the records released so far; `None` when not
     /// known (at the start and after a loss).
     running: Option<u32>,
@@ -74,6 +78,14 @@ impl CpuQueue {
         self.held.push_back(Held { record, current });
     }
 
+    /// The next event of this CPU from the unfiltered stream (in that stream's order,
+    /// which is time order). Released in time order among the others, it takes part in
+    /// nothing but the dating of a recovered switch (a CPU-time charge): its running
+    /// task may be one the filtered stream leaves out.
+    pub fn unfiltered_event(&mut self, record: Record) {
+        self.unfiltered.push_back(record);
+    }
+
     /// `count` events of this CPU's buffer lost, noticed at `time` (0 when the count is
     /// not known; the loss still makes the running task unknown).
     pub fn lost(&mut self, time: u64, count: u64) {
@@ -94,11 +106,27 @@ impl CpuQueue {
     /// with the switches recovered before the records that reveal them; counts into
     /// `stats`.
     pub fn release(&mut self, horizon: u64, out: &mut Vec<Record>, stats: &mut KernelStats) {
-        while self
-            .held
-            .front()
-            .is_some_and(|h| h.record.time.0 <= horizon)
-        {
+        loop {
+            let filtered = self.held.front().map(|h| h.record.time.0);
+            let unfiltered = self.unfiltered.front().map(|r| r.time.0);
+            // Ties go to the filtered stream.
+            let take_unfiltered = match (filtered, unfiltered) {
+                (_, None) => false,
+                (None, Some(u)) => u <= horizon,
+                (Some(f), Some(u)) => u < f && u <= horizon,
+            };
+            if take_unfiltered {
+                let Some(record) = self.unfiltered.pop_front() else {
+                    return;
+                };
+                stats.samples += 1;
+                self.last = self.last.max(record.time.0);
+                out.push(record);
+                continue;
+            }
+            if filtered.is_none_or(|f| f > horizon) {
+                return;
+            }
             let Some(Held { record, current }) = self.held.pop_front() else {
                 return;
             };
@@ -134,34 +162,53 @@ impl CpuQueue {
     }
 
     /// When `task`, found running by `first` (already taken off the queue), was
-    /// switched in: by its first CPU-time charge among the records of its stretch read
-    /// so far, else at `first`; never before the CPU's previous record.
+    /// switched in: by its first CPU-time charge on this CPU in its stretch (up to its
+    /// switch-out or the next record of another task, among the records read so far),
+    /// else at `first`; never before the CPU's previous record.
     fn switch_in_time(&self, task: u32, first: &Record) -> u64 {
-        let stretch = std::iter::once(first).chain(
-            self.held
-                .iter()
-                .take_while(|h| h.current == task)
-                .map(|h| &h.record),
-        );
-        let mut at = first.time.0;
-        for r in stretch {
-            match r.event {
-                Event::CpuTime { tid, ns } if tid.0 == task => {
-                    at = r.time.0.saturating_sub(ns);
+        // The first charge of the stretch: (its time, the switch-in it implies).
+        let charge = |r: &Record| match r.event {
+            Event::CpuTime { tid, ns } if tid.0 == task => {
+                Some((r.time.0, r.time.0.saturating_sub(ns)))
+            }
+            _ => None,
+        };
+        // The stretch ends at the switch-out (whose charge comes before it), or at the
+        // first record of another task.
+        let mut end = first.time.0;
+        let mut found = charge(first);
+        if !matches!(first.event, Event::Switch { .. }) {
+            for h in &self.held {
+                end = h.record.time.0;
+                if h.current != task {
                     break;
                 }
-                // The charge for the stretch comes before its switch-out.
-                Event::Switch { .. } => break,
-                _ => {}
+                found = found.or_else(|| charge(&h.record));
+                if matches!(h.record.event, Event::Switch { .. }) {
+                    break;
+                }
             }
         }
-        at.clamp(self.last, first.time.0)
+        // Unfiltered records older than `first` went out before it.
+        let unfiltered = self
+            .unfiltered
+            .iter()
+            .take_while(|r| r.time.0 <= end)
+            .find_map(charge);
+        let earliest = match (found, unfiltered) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        let at = earliest.map_or(first.time.0, |(_, at)| at);
+        // A record read late may be older than the CPU's previous one: never date
+        // before `first` itself then.
+        at.max(self.last.min(first.time.0)).min(first.time.0)
     }
 
     /// How many records are held.
     #[cfg(test)]
     pub fn held(&self) -> usize {
-        self.held.len()
+        self.held.len() + self.unfiltered.len()
     }
 }
 
@@ -345,6 +392,24 @@ mod tests {
         // 5 was switched to, 6 wrote the next record: that one is a hole.
         assert_eq!(out[4], recovered(45, 5, 6));
         assert_eq!((stats.lost, stats.repaired, stats.samples), (5, 1, 4));
+    }
+
+    #[test]
+    fn unfiltered_records_go_in_place_and_date_but_reveal_nothing() {
+        let mut q = CpuQueue::new(1);
+        feed(
+            &mut q,
+            &[switch(10, 7, 75), waking(50, 9, 8), switch(90, 9, 0)],
+        );
+        // The charge of 9 came through the unfiltered stream, read after the others;
+        // a charge written while another task ran reveals no hole.
+        q.unfiltered_event(runtime(70, 9, 40).0);
+        q.unfiltered_event(runtime(95, 44, 5).0);
+        let (out, stats) = release(&mut q, u64::MAX);
+        assert_eq!(out[1], recovered(30, 75, 9));
+        let times: Vec<u64> = out.iter().map(|r| r.time.0).collect();
+        assert_eq!(times, [10, 30, 50, 70, 90, 95]);
+        assert_eq!((stats.repaired, stats.samples), (1, 5));
     }
 
     #[test]

@@ -36,10 +36,9 @@ const MAX_PAGES: usize = 256;
 /// The `stats` files are read every this many reads (and when a page reports a loss).
 const STATS_EVERY: u32 = 20;
 
-/// Per CPU: its queue and the loss counters already passed on.
-struct CpuState {
+/// Per CPU of an instance: the loss counters already passed on and where reading is.
+struct CpuRead {
     cpu: u16,
-    queue: CpuQueue,
     /// Loss counters accounted for by `KernelLost` records so far.
     accounted: CpuLoss,
     /// Time of the last event read (where a loss noticed now is placed).
@@ -48,49 +47,92 @@ struct CpuState {
     backlog: bool,
 }
 
-/// Tracepoints from ftrace.
-pub struct FtraceSource {
+/// One instance and its CPUs (in the order of the source's queues).
+struct Stream {
     instance: Instance,
-    layout: PageLayout,
-    decoder: SchedDecoder,
-    /// In the order of the instance's CPUs.
-    cpus: Vec<CpuState>,
-    tgids: Tgids,
-    /// The instance's task filter.
-    filter: TaskFilter,
-    stats: KernelStats,
-    page: Vec<u8>,
-    reads: u32,
-    stopped: bool,
+    cpus: Vec<CpuRead>,
+    /// The unfiltered instance: its events go in place among the others and reveal
+    /// nothing about the task running (see [`CpuQueue::unfiltered_event`]).
+    unfiltered: bool,
 }
 
-impl FtraceSource {
-    /// Reads `instance` (configured, not started) with pages of `layout`.
-    pub fn new(instance: Instance, layout: PageLayout, decoder: SchedDecoder) -> FtraceSource {
-        let layout = layout.with_page_size(instance.page_size());
-        let cpus: Vec<CpuState> = instance
+impl Stream {
+    fn new(instance: Instance, unfiltered: bool) -> Stream {
+        let cpus = instance
             .cpus()
-            .map(|cpu| CpuState {
+            .map(|cpu| CpuRead {
                 cpu,
-                queue: CpuQueue::new(cpu),
                 accounted: CpuLoss::default(),
                 last_time: 0,
                 backlog: false,
             })
             .collect();
+        Stream {
+            instance,
+            cpus,
+            unfiltered,
+        }
+    }
+}
+
+/// What decoding a page needs.
+struct Decoding {
+    layout: PageLayout,
+    decoder: SchedDecoder,
+    tgids: Tgids,
+    stats: KernelStats,
+    page: Vec<u8>,
+}
+
+/// Tracepoints from ftrace.
+///
+/// Two instances. The main one has the switches, wakeups and the tasks' lives, and the
+/// task filter narrows it to the traced tasks. The other, never filtered, has the two
+/// events the kernel writes about a task from *another* task's context:
+/// `sched_migrate_task` (the load balancer run from any task's context, another
+/// program's wakeup choosing a CPU for one of ours) and `sched_stat_runtime` (a
+/// wakeup enqueueing a task on another CPU charges the CPU time of the task running
+/// there). With the filter on, the main instance would lose those made by untraced
+/// tasks; a lost charge would count as time stolen by the hypervisor.
+pub struct FtraceSource {
+    main: Stream,
+    unfiltered: Option<Stream>,
+    /// Per CPU, in the order of the instances' CPUs.
+    queues: Vec<CpuQueue>,
+    decoding: Decoding,
+    /// The main instance's task filter.
+    filter: TaskFilter,
+    reads: u32,
+    stopped: bool,
+}
+
+impl FtraceSource {
+    /// Reads `instance` and `unfiltered` (configured on the same CPUs, not started) with
+    /// pages of `layout`.
+    pub fn new(
+        instance: Instance,
+        unfiltered: Option<Instance>,
+        layout: PageLayout,
+        decoder: SchedDecoder,
+    ) -> FtraceSource {
+        let layout = layout.with_page_size(instance.page_size());
         let filter = instance.task_filter();
+        let queues = instance.cpus().map(CpuQueue::new).collect();
         FtraceSource {
             filter,
-            page: vec![0; layout.page_size()],
-            instance,
-            layout,
-            decoder,
-            cpus,
-            tgids: Tgids::default(),
-            stats: KernelStats {
-                ftrace: true,
-                ..KernelStats::default()
+            decoding: Decoding {
+                page: vec![0; layout.page_size()],
+                layout,
+                decoder,
+                tgids: Tgids::default(),
+                stats: KernelStats {
+                    ftrace: true,
+                    ..KernelStats::default()
+                },
             },
+            queues,
+            main: Stream::new(instance, false),
+            unfiltered: unfiltered.map(|m| Stream::new(m, true)),
             reads: 0,
             stopped: false,
         }
@@ -103,17 +145,24 @@ impl FtraceSource {
 
     /// Starts recording.
     pub fn enable(&mut self) -> std::io::Result<()> {
-        self.instance.start()
+        if let Some(m) = &self.unfiltered {
+            m.instance.start()?;
+        }
+        self.main.instance.start()
     }
 
     /// Stops recording; the next read takes everything left.
     pub fn disable(&mut self) -> std::io::Result<()> {
         self.stopped = true;
-        self.instance.stop()
+        let main = self.main.instance.stop();
+        if let Some(m) = &self.unfiltered {
+            m.instance.stop()?;
+        }
+        main
     }
 
-    /// Appends what can be released now to `out`, in time order per CPU; returns
-    /// whether a buffer was left with records (read again soon).
+    /// Appends what can be released now to `out`, in time order per CPU and instance;
+    /// returns whether a buffer was left with records (read again soon).
     pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
         let horizon = if self.stopped {
             u64::MAX
@@ -122,108 +171,117 @@ impl FtraceSource {
         };
         self.reads = self.reads.wrapping_add(1);
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
-        for i in 0..self.cpus.len() {
-            self.cpus[i].backlog = self.read_cpu(i);
-            if check_stats && !self.cpus[i].backlog {
-                self.check_loss(i);
+        let (stopped, d) = (self.stopped, &mut self.decoding);
+        let queues = &mut self.queues;
+        for stream in std::iter::once(&mut self.main).chain(self.unfiltered.as_mut()) {
+            for (i, queue) in queues.iter_mut().enumerate() {
+                stream.cpus[i].backlog = read_cpu(stream, i, queue, d);
+                if check_stats && !stream.cpus[i].backlog {
+                    check_loss(stream, i, queue, stopped);
+                }
             }
         }
         let mut more = false;
-        for c in &mut self.cpus {
-            // Records not read yet are later than the last one read.
+        for (i, queue) in queues.iter_mut().enumerate() {
+            // Records not read yet are later than the last one read from their stream.
             let mut h = horizon;
-            if c.backlog {
-                h = h.min(c.last_time);
+            for stream in std::iter::once(&self.main).chain(self.unfiltered.as_ref()) {
+                let c = &stream.cpus[i];
+                if c.backlog {
+                    h = h.min(c.last_time);
+                    more = true;
+                }
             }
-            more |= c.backlog;
-            c.queue.release(h, out, &mut self.stats);
+            queue.release(h, out, &mut d.stats);
         }
         more
     }
 
     /// What was read so far.
     pub fn stats(&self) -> KernelStats {
-        self.stats
+        self.decoding.stats
     }
+}
 
-    /// Reads the buffer of the `i`th CPU into its queue, up to [`MAX_PAGES`]; returns
-    /// whether pages were left.
-    fn read_cpu(&mut self, i: usize) -> bool {
-        for _ in 0..MAX_PAGES {
-            match self.instance.read_page(i, &mut self.page) {
-                Ok(true) => {}
-                Ok(false) => return false,
-                Err(_) => {
-                    self.stats.undecodable += 1;
-                    return false;
-                }
+/// Reads the buffer of `stream`'s `i`th CPU into its queue, up to [`MAX_PAGES`]; returns
+/// whether pages were left.
+fn read_cpu(stream: &mut Stream, i: usize, queue: &mut CpuQueue, d: &mut Decoding) -> bool {
+    for _ in 0..MAX_PAGES {
+        match stream.instance.read_page(i, &mut d.page) {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(_) => {
+                d.stats.undecodable += 1;
+                return false;
             }
-            let page = match Page::parse(&self.layout, &self.page) {
-                Ok(p) => p,
+        }
+        let page = match Page::parse(&d.layout, &d.page) {
+            Ok(p) => p,
+            Err(_) => {
+                d.stats.undecodable += 1;
+                continue;
+            }
+        };
+        let c = &mut stream.cpus[i];
+        if page.missed != Missed::No {
+            // The position is known (just before this page); the count is the
+            // kernel's overrun counter, which the page's own count (if it had room
+            // for one) is part of.
+            let now = stream.instance.loss(c.cpu).ok();
+            let count = match (now, page.missed) {
+                (Some(now), _) if now.overrun > c.accounted.overrun => {
+                    let n = now.overrun - c.accounted.overrun;
+                    c.accounted.overrun = now.overrun;
+                    n
+                }
+                (None, Missed::Count(n)) => n,
+                _ => 0,
+            };
+            queue.lost(page.timestamp, count);
+        }
+        for e in page.events() {
+            let e = match e {
+                Ok(e) => e,
                 Err(_) => {
-                    self.stats.undecodable += 1;
-                    continue;
+                    d.stats.undecodable += 1;
+                    queue.lost(c.last_time, 0);
+                    break;
                 }
             };
-            let c = &mut self.cpus[i];
-            if page.missed != Missed::No {
-                // The position is known (just before this page); the count is the
-                // kernel's overrun counter, which the page's own count (if it had room
-                // for one) is part of.
-                let now = self.instance.loss(c.cpu).ok();
-                let count = match (now, page.missed) {
-                    (Some(now), _) if now.overrun > c.accounted.overrun => {
-                        let n = now.overrun - c.accounted.overrun;
-                        c.accounted.overrun = now.overrun;
-                        n
-                    }
-                    (None, Missed::Count(n)) => n,
-                    _ => 0,
-                };
-                c.queue.lost(page.timestamp, count);
-            }
-            for e in page.events() {
-                let e = match e {
-                    Ok(e) => e,
-                    Err(_) => {
-                        self.stats.undecodable += 1;
-                        c.queue.lost(c.last_time, 0);
-                        break;
-                    }
-                };
-                c.last_time = e.time;
-                match decode(&self.decoder, &mut self.tgids, c.cpu, e.time, e.payload) {
-                    Some((r, current)) => c.queue.event(r, current),
-                    None => self.stats.undecodable += 1,
-                }
+            c.last_time = e.time;
+            match decode(&d.decoder, &mut d.tgids, c.cpu, e.time, e.payload) {
+                Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r),
+                Some((r, current)) => queue.event(r, current),
+                None => d.stats.undecodable += 1,
             }
         }
-        true
     }
+    true
+}
 
-    /// Passes on losses the `stats` file counts and the pages did not report.
-    fn check_loss(&mut self, i: usize) {
-        let c = &mut self.cpus[i];
-        let Ok(now) = self.instance.loss(c.cpu) else {
-            return;
-        };
-        // Overwritten events are passed on where a page reports them, but for those
-        // of pages not read yet, which the end takes in.
-        let overrun = if self.stopped {
-            now.overrun.max(c.accounted.overrun)
-        } else {
-            c.accounted.overrun
-        };
-        let new = (overrun - c.accounted.overrun)
-            + now
-                .commit_overrun
-                .saturating_sub(c.accounted.commit_overrun)
-            + now.dropped.saturating_sub(c.accounted.dropped);
-        if new > 0 {
-            c.queue.lost(c.last_time, new);
-        }
-        c.accounted = CpuLoss { overrun, ..now };
+/// Passes on losses the `stats` file of `stream`'s `i`th CPU counts and the pages did
+/// not report.
+fn check_loss(stream: &mut Stream, i: usize, queue: &mut CpuQueue, stopped: bool) {
+    let c = &mut stream.cpus[i];
+    let Ok(now) = stream.instance.loss(c.cpu) else {
+        return;
+    };
+    // Overwritten events are passed on where a page reports them, but for those of
+    // pages not read yet, which the end takes in.
+    let overrun = if stopped {
+        now.overrun.max(c.accounted.overrun)
+    } else {
+        c.accounted.overrun
+    };
+    let new = (overrun - c.accounted.overrun)
+        + now
+            .commit_overrun
+            .saturating_sub(c.accounted.commit_overrun)
+        + now.dropped.saturating_sub(c.accounted.dropped);
+    if new > 0 {
+        queue.lost(c.last_time, new);
     }
+    c.accounted = CpuLoss { overrun, ..now };
 }
 
 /// Decodes one ftrace event of `cpu` at `time`, with the task that was running when it

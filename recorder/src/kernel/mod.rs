@@ -53,7 +53,9 @@ use ftrace_page::PageLayout;
 use ftrace_source::FtraceSource;
 use perf_ring::KernelRings;
 use perf_source::PerfSource;
-use sched_events::{SchedDecoder, CPU_TIME_TRACEPOINT, TRACEPOINTS, TRACEPOINT_COUNT};
+use sched_events::{
+    SchedDecoder, CPU_TIME_TRACEPOINT, MIGRATE_TRACEPOINT, TRACEPOINTS, TRACEPOINT_COUNT,
+};
 use tp_format::Format;
 use tracefs::{Tracefs, TracefsError};
 
@@ -201,6 +203,9 @@ impl KernelSource {
     }
 }
 
+/// A tracepoint as `(subsystem, name)`.
+type Tracepoint<'a> = (&'a str, &'a str);
+
 /// The ftrace path.
 fn open_ftrace(
     tracefs: &Tracefs,
@@ -219,9 +224,28 @@ fn open_ftrace(
         &header("events/header_event")?,
     )
     .map_err(|e| InstanceError::Other(e.to_string()))?;
-    let instance = Instance::create(tracefs, events, ring_bytes, cpus, layout.page_size())?;
+    // Migrations and CPU-time charges come from an instance of their own, which the
+    // task filter never narrows: the kernel writes them about a task from any other
+    // task's context (see `ftrace_source`).
+    let (main, side): (Vec<Tracepoint>, Vec<Tracepoint>) = events
+        .iter()
+        .partition(|e| **e != MIGRATE_TRACEPOINT && **e != CPU_TIME_TRACEPOINT);
+    let instance = Instance::create(tracefs, &main, ring_bytes, cpus, layout.page_size())?;
+    let unfiltered = if side.is_empty() {
+        None
+    } else {
+        Some(Instance::create(
+            tracefs,
+            &side,
+            ring_bytes,
+            cpus,
+            layout.page_size(),
+        )?)
+    };
     Ok(KernelSource {
-        inner: Inner::Ftrace(Box::new(FtraceSource::new(instance, layout, decoder))),
+        inner: Inner::Ftrace(Box::new(FtraceSource::new(
+            instance, unfiltered, layout, decoder,
+        ))),
         notice: None,
     })
 }

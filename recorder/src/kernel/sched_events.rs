@@ -27,8 +27,11 @@ pub const TRACEPOINTS: [(&str, &str); TRACEPOINT_COUNT] = [
     ("sched", "sched_process_exit"),
     ("sched", "sched_process_exec"),
     ("task", "task_rename"),
-    ("sched", "sched_migrate_task"),
+    MIGRATE_TRACEPOINT,
 ];
+
+/// `sched_migrate_task`, recorded by an ftrace instance of its own (`ftrace_source`).
+pub const MIGRATE_TRACEPOINT: (&str, &str) = ("sched", "sched_migrate_task");
 
 /// The tracepoint of the scheduler's CPU-time charges (`Event::CpuTime`): what the
 /// task clock charged a running thread, which leaves out steal time. Recorded when the

@@ -17,11 +17,10 @@
 //!
 //! That is what [`crate::follow`] keeps, but for two kinds of record whose running task
 //! may be anyone: a `sched_migrate_task` done by an unlisted task (a wakeup by another
-//! program that picks another CPU: the `Wakeup`'s target CPU says the same; the load
-//! balancer run from an unlisted task's context: the thread's next switch-in says
-//! where it went), and a `sched_stat_runtime` charged from another CPU (rare: charges
-//! are made on the task's own CPU at ticks and switches). Neither changes a thread's
-//! state; both are documented in `docs/overhead.md`.
+//! program that picks another CPU, the load balancer run from an unlisted task's
+//! context) and a `sched_stat_runtime` charged from another CPU (a wakeup enqueueing a
+//! task there charges the task running there). Those two come from a second instance
+//! that is never filtered (`super::ftrace_source`).
 //!
 //! `set_event_notrace_pid` (kernels since 5.8) lists tasks never to record, and
 //! event-fork applies to it too: the collector puts its own threads there after it
