@@ -324,7 +324,9 @@ fn thread_states_agree_with_the_kernels_schedstat() {
             );
             if !(low..=high).contains(&nr) {
                 failures.push(format!(
-                    "{name}: {low} migrations in the trace (up to {high} while the kernel's count was read), {nr} in se.nr_migrations"
+                    "{name}: {low} migrations in the trace (up to {high} while the kernel's count was read, {} in all), {nr} in se.nr_migrations; read at {from}..{to}, the last ones at {:?}",
+                    times.len(),
+                    &times[times.len().saturating_sub(3)..]
                 ));
             }
         }
