@@ -33,7 +33,8 @@
 #
 # Environment: OUT (default <repo>/out/study-tls), RATES (default "60 110 160"),
 # DURATION (s per run, default 8), PROTOCOLS (default "TLSv1.2 TLSv1.3"), SONDA_BIN,
-# SONDA_AGENT, VENV (default <target>/release/python-venv, made by scripts/test.sh). Exit 0 when every run's counts match, 1 otherwise. Run as root.
+# SONDA_AGENT, VENV (default <target>/release/python-venv, made by scripts/test.sh).
+# Exit 0 when every run's counts match, 1 otherwise. Run as root.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
