@@ -21,14 +21,20 @@
 #        connection set-up  NioEndpoint::setSocketOptions on the acceptor thread
 #   4. prints per run the classes' units, CPU, waiting for CPU and blocked (mean, p95),
 #      the load's own counts, throughput and mean connection time, the machine's CPU
-#      utilisation, and checks that sonda's full/resumed counts equal the load's.
+#      utilisation, and checks that sonda's full/resumed counts equal the load's;
+#   5. when the tests' Python environment is there (VENV, LINE), the run's model
+#      (`sonda model --run-queues`, solved by LINE's simulator) next to the run:
+#      connections/s, the machine's CPU, and the server's time per connection
+#      against sonda's measurement and the load's connection time
+#      (scripts/tls/model_vs_load.py says what each figure is).
 # A non-blocking connector runs one handshake as several doRun calls, on any worker
 # thread; sonda groups calls by thread and outermost call (model/src/units.rs), so a
 # handshake's legs are classes of their own, not summed per connection.
 #
 # Environment: OUT (default <repo>/out/study-tls), RATES (default "60 110 160"),
 # DURATION (s per run, default 8), PROTOCOLS (default "TLSv1.2 TLSv1.3"), SONDA_BIN,
-# SONDA_AGENT. Exit 0 when every run's counts match, 1 otherwise. Run as root.
+# SONDA_AGENT, VENV (default <target>/release/python-venv, made by scripts/test.sh).
+# Exit 0 when every run's counts match, 1 otherwise. Run as root.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,6 +47,7 @@ CATALINA_HOME=/usr/share/tomcat10
 ME=study-tls.sh
 NEED_PRVCHECK=0
 PASSWORD=sonda-study
+VENV="${VENV:-${CARGO_TARGET_DIR:-$REPO/target}/release/python-venv}"
 # shellcheck source=scripts/lib/tomcat.sh
 source "$REPO/scripts/lib/tomcat.sh"
 
@@ -173,7 +180,12 @@ ok = got == want
 print(f"  counts: sonda full/resumed {got[0]}/{got[1]}, load {want[0]}/{want[1]}: {'equal' if ok else 'DIFFERENT'}")
 sys.exit(0 if ok else 1)
 PY
-            tail -n 8 "$SUMMARY" | sed -n '/^== '"$tag"'/,$p' >&2
+            if [ -x "$VENV/bin/python" ]; then
+                "$VENV/bin/python" "$REPO/scripts/tls/model_vs_load.py" "$trace" "$SONDA" "$VENV" \
+                    "$(awk -v b="$((b1 - b0))" -v t="$((t1 - t0))" 'BEGIN { print b / t }')" "$loadline" \
+                    >>"$SUMMARY" 2>"$OUT/$tag.model.log" || echo "  model: failed (see $OUT/$tag.model.log)" >>"$SUMMARY"
+            fi
+            tail -n 9 "$SUMMARY" | sed -n '/^== '"$tag"'/,$p' >&2
         done
     done
 done

@@ -132,14 +132,14 @@ impl Collector {
     /// A record, before the timeline has it: kept switches feed the foreign-task
     /// accounting.
     pub fn record(&mut self, record: &sonda_trace::Record) {
-        if let sonda_trace::Event::Switch {
-            cpu,
-            prev,
-            prev_state,
-            next,
-        } = record.event
-        {
-            self.foreign.switch(
+        use sonda_trace::Event;
+        match record.event {
+            Event::Switch {
+                cpu,
+                prev,
+                prev_state,
+                next,
+            } => self.foreign.switch(
                 self.grid,
                 self.last_exit,
                 record.time,
@@ -147,7 +147,16 @@ impl Collector {
                 prev,
                 prev_state,
                 next,
-            );
+            ),
+            Event::Wakeup { target, wakee, .. } => {
+                self.foreign
+                    .runnable_on(self.grid, record.time, wakee, target, false)
+            }
+            Event::Migrate { tid, to, .. } => {
+                self.foreign
+                    .runnable_on(self.grid, record.time, tid, to, true)
+            }
+            _ => {}
         }
     }
 

@@ -53,6 +53,17 @@ pub(crate) struct Task {
     pub first: Option<Time>,
     /// The end of the last one (clipped to the period at [`Foreign::close`]).
     pub last: Time,
+    /// Followed threads it held a CPU from while they waited there: how many, and
+    /// their waits from when they became runnable on that CPU (or it got the CPU, if
+    /// later) to its switch-out for them (ns). What a thread queued behind it waits,
+    /// which on a kernel that preempts a CPU-bound task for a woken one is far less
+    /// than its stretches when nobody waits.
+    pub held_waits: u64,
+    pub held_wait_ns: u64,
+    /// The CPU it was last seen on (running, or switched out there).
+    pub cpu: Option<Cpu>,
+    /// Wakeups of followed threads onto the CPU it was on.
+    pub woken_onto: u64,
 }
 
 impl Task {
@@ -87,6 +98,12 @@ pub(crate) struct Foreign {
     /// with round-robin run queues takes as its quantum.
     pub preempted_stretches: u64,
     pub preempted_ns: u64,
+    /// Followed threads runnable now: when they became so, and on which CPU.
+    runnable: FxHashMap<Tid, (Time, Cpu)>,
+    /// Per CPU, the foreign task last seen there.
+    last_foreign: Vec<Option<Tid>>,
+    /// Wakeups of followed threads in the period.
+    pub wakeups: u64,
 }
 
 impl Foreign {
@@ -101,6 +118,35 @@ impl Foreign {
             stretches: 0.0,
             preempted_stretches: 0,
             preempted_ns: 0,
+            runnable: FxHashMap::default(),
+            last_foreign: Vec::new(),
+            wakeups: 0,
+        }
+    }
+
+    /// A followed thread woke up onto `cpu`'s run queue at `t` (`sched_wakeup`), or
+    /// was moved there while runnable (`sched_migrate_task`).
+    pub fn runnable_on(&mut self, grid: Option<Grid>, t: Time, tid: Tid, cpu: Cpu, migrated: bool) {
+        if !self.followed.contains(&tid) {
+            return;
+        }
+        if !migrated && grid.is_some_and(|g| t >= g.start) {
+            self.wakeups += 1;
+            let there = self.last_foreign.get(usize::from(cpu.0)).copied().flatten();
+            if let Some(task) = there.and_then(|f| self.tasks.get_mut(&f)) {
+                if task.cpu == Some(cpu) {
+                    task.woken_onto += 1;
+                }
+            }
+        }
+        match self.runnable.get_mut(&tid) {
+            Some(r) if migrated => r.1 = cpu,
+            // A migration of a sleeping thread (EEVDF's delayed dequeue) wakes
+            // nothing.
+            None if migrated => {}
+            _ => {
+                self.runnable.insert(tid, (t, cpu));
+            }
         }
     }
 
@@ -145,12 +191,34 @@ impl Foreign {
                 self.preempted_ns += t.since(seen.since);
             }
         }
+        let waited = self.runnable.remove(&next);
+        if self.last_foreign.len() <= i {
+            self.last_foreign.resize(i + 1, None);
+        }
+        for f in [prev, next] {
+            if self.is_foreign(f) {
+                self.tasks.entry(f).or_default().cpu = Some(cpu);
+                self.last_foreign[i] = Some(f);
+            }
+        }
         if self.is_foreign(prev) {
             let task = self.tasks.entry(prev).or_default();
             match SwitchOut::from_prev_state(prev_state) {
                 SwitchOut::Runnable => task.preempted += 1,
                 _ => task.slept += 1,
             }
+            // A followed thread that waited on this CPU while `prev` ran there.
+            if let (Some((since, on)), Some(seen), Some(grid)) = (waited, self.cpus[i], grid) {
+                if on == cpu && seen.runner == prev && t >= grid.start {
+                    task.held_waits += 1;
+                    task.held_wait_ns += t.since(since.max(seen.since));
+                }
+            }
+        }
+        if self.followed.contains(&prev)
+            && matches!(SwitchOut::from_prev_state(prev_state), SwitchOut::Runnable)
+        {
+            self.runnable.insert(prev, (t, cpu));
         }
         self.cpus[i] = Some(OnCpu {
             runner: next,
@@ -268,6 +336,31 @@ mod tests {
         // start of its gap (1000) to 3000.
         assert_eq!(f.tasks[&HOG].present_ns(), 2500.0);
         assert_eq!(f.tasks[&DAEMON].present_ns(), 2000.0);
+    }
+
+    /// A worker woken onto the hog's CPU waits until the hog is switched out for
+    /// it; one preempted by the hog waits from its preemption. A wakeup onto the
+    /// other CPU counts in the wakeups only.
+    #[test]
+    fn waits_behind_a_task_and_wakeups_onto_its_cpu() {
+        const OTHER: Tid = Tid(11);
+        let mut f = Foreign::new([WORKER, OTHER]);
+        let g = Some(grid());
+        f.switch(g, None, Time(1000), Cpu(0), Tid(0), 0x0, HOG);
+        // Woken onto CPU 0 at 1100 (the hog's), onto CPU 1 at 1150 (idle).
+        f.runnable_on(g, Time(1100), WORKER, Cpu(0), false);
+        f.runnable_on(g, Time(1150), OTHER, Cpu(1), false);
+        f.switch(g, None, Time(1160), Cpu(1), Tid(0), 0x0, OTHER);
+        f.switch(g, None, Time(1300), Cpu(0), HOG, 0x0, WORKER);
+        // The hog preempts the worker at 2000 and gives the CPU back at 2500.
+        f.switch(g, None, Time(2000), Cpu(0), WORKER, 0x0, HOG);
+        f.switch(g, None, Time(2500), Cpu(0), HOG, 0x0, WORKER);
+        let hog = f.tasks[&HOG];
+        assert_eq!((hog.held_waits, hog.held_wait_ns), (2, 200 + 500));
+        assert_eq!((hog.woken_onto, f.wakeups), (1, 2));
+        // A migration of a sleeping thread is no wakeup.
+        f.runnable_on(g, Time(2600), OTHER, Cpu(0), true);
+        assert_eq!(f.wakeups, 2);
     }
 
     #[test]
