@@ -229,7 +229,7 @@ impl<W: Write> Recording<W> {
         let now = clock::monotonic();
         if let Some(k) = &self.kernel {
             let watermark = &mut self.watermark;
-            k.take(|batch| watermark.extend(batch));
+            k.take(|batch| watermark.extend_from(batch));
         }
         self.take_agents(now);
         let watermark = if end {

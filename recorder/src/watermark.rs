@@ -91,7 +91,9 @@ impl Watermark {
         Watermark::default()
     }
 
-    /// Adds records (of any source, in any order).
+    /// Adds records (of any source, in any order); the recorder hands over whole
+    /// buffers instead ([`Watermark::extend_from`]).
+    #[cfg(test)]
     pub fn extend(&mut self, records: impl IntoIterator<Item = Record>) {
         let mut run = self.spare.pop().unwrap_or_default();
         run.extend(records);
