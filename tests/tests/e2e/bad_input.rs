@@ -102,12 +102,15 @@ fn a_file_that_is_not_a_trace() {
     );
 }
 
-/// A byte inside the largest events block's payload: damage the CRC must catch.
+/// A byte inside the largest events block's payload: where a cut leaves a block
+/// incomplete and damage is what the CRC must catch.
 ///
-/// Not simply the file's middle byte: when that falls on the length field of the last
-/// block's header (2 of the 1,727 bytes of one such recording; seen once in a loop of
-/// full runs), the block claims to run past the end of the file, which is what a
-/// cut-short file looks like too, and the reader rightly says "cut short".
+/// Not simply fractions of the file: a cut at two thirds can fall on a block boundary
+/// (a file that ends between blocks is a recording killed abruptly, reported as
+/// incomplete, not as cut short), and the middle byte can fall on the last block's
+/// length field (2 of the 1,727 bytes of one such recording), which then claims to run
+/// past the end of the file, what a cut-short file looks like too. Each made this test
+/// fail once in about ten full runs.
 fn middle_of_largest_events_payload(bytes: &[u8]) -> usize {
     use sonda_trace::block::{parse_block_header, BlockKind, BLOCK_HEADER_LEN, FILE_HEADER_LEN};
     let mut at = FILE_HEADER_LEN;
@@ -136,10 +139,11 @@ fn a_truncated_or_corrupt_trace() {
         "trace too small to cut: {} bytes",
         bytes.len()
     );
+    let inside = middle_of_largest_events_payload(&bytes);
     let cut = dir.path().join("cut.trace");
-    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    std::fs::write(&cut, &bytes[..inside]).unwrap();
     let mut corrupt = bytes.clone();
-    corrupt[middle_of_largest_events_payload(&bytes)] ^= 0xff;
+    corrupt[inside] ^= 0xff;
     let bad = dir.path().join("corrupt.trace");
     std::fs::write(&bad, &corrupt).unwrap();
     for (file, what) in [(&cut, "cut short"), (&bad, "damaged")] {
