@@ -454,13 +454,22 @@ def cmd_attach(samples_csv, events_csv, settings_json, out_json, seconds_csv):
                 return i
         return len(series)
 
+    def index_after(t):
+        """One past the last per-second value measured wholly before time t (the second
+        the load stops in is not a measurement: the 7.6k req/s of a second that was 70%
+        after wrk's end once showed as the minimum after a detach)."""
+        n = 0
+        while n < len(series) and series[n]["t"] <= t:
+            n += 1
+        return n
+
     rounds = []
     for rnd in sorted({e["round"] for e in events}):
         ev = {e["event"]: e["t"] for e in events if e["round"] == rnd}
         base = rps[index_at(ev["baseline"]) : index_at(ev["attach"])]
         ready_i = index_at(ev["ready"])
         detach_i = index_at(ev["detach"])
-        end_i = index_at(ev["end"]) if "end" in ev else len(rps)
+        end_i = index_after(ev["end"]) if "end" in ev else len(rps)
         attached = rps[ready_i:detach_i]
         base_med = statistics.median(base) if base else None
         # The level the instrumented server settles at: the median of the attach
