@@ -112,17 +112,17 @@ fn a_file_that_is_not_a_trace() {
 /// past the end of the file, what a cut-short file looks like too. Each made this test
 /// fail once in about ten full runs.
 fn middle_of_largest_events_payload(bytes: &[u8]) -> usize {
-    use sonda_trace::block::{parse_block_header, BlockKind, BLOCK_HEADER_LEN, FILE_HEADER_LEN};
-    let mut at = FILE_HEADER_LEN;
+    use sonda_trace::block::{BlockKind, BLOCK_HEADER_LEN};
+    let mut reader = sonda_trace::TraceReader::new(bytes).expect("an intact trace");
     let mut largest: Option<(usize, usize)> = None;
-    while at + BLOCK_HEADER_LEN <= bytes.len() {
-        let header: &[u8; BLOCK_HEADER_LEN] = bytes[at..at + BLOCK_HEADER_LEN].try_into().unwrap();
-        let header = parse_block_header(header).expect("an intact trace's block header");
-        let (payload, len) = (at + BLOCK_HEADER_LEN, header.len as usize);
-        if header.kind == BlockKind::Events && largest.is_none_or(|(_, l)| len > l) {
+    while let Some(block) = reader.next_block().expect("an intact trace's blocks") {
+        let (payload, len) = (
+            block.offset as usize + BLOCK_HEADER_LEN,
+            block.payload.len(),
+        );
+        if block.header.kind == BlockKind::Events && largest.is_none_or(|(_, l)| len > l) {
             largest = Some((payload, len));
         }
-        at = payload + len;
     }
     let (payload, len) = largest.expect("the trace has an events block");
     payload + len / 2
