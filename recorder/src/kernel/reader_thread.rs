@@ -54,19 +54,23 @@ impl KernelReader {
                 .name("sonda-kernel".into())
                 .spawn(move || {
                     raise_priority();
+                    // Kept while empty: an idle period does not use up a spare.
+                    let mut batch = Vec::new();
                     loop {
                         let last = stop.load(Ordering::Acquire);
                         if last {
                             // Stop the events, then take what they left.
                             let _ = source.disable();
                         }
-                        let mut batch = returned.try_recv().unwrap_or_default();
                         let mut more = source.read(&mut batch);
                         while last && more {
                             more = source.read(&mut batch);
                         }
-                        if !batch.is_empty() && tx.send(batch).is_err() {
-                            break; // the recorder is gone
+                        if !batch.is_empty() {
+                            let spare = returned.try_recv().unwrap_or_default();
+                            if tx.send(std::mem::replace(&mut batch, spare)).is_err() {
+                                break; // the recorder is gone
+                            }
                         }
                         if last {
                             break;
