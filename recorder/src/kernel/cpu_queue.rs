@@ -195,14 +195,15 @@ impl CpuQueue {
             .iter()
             .take_while(|r| r.time.0 <= end)
             .find_map(charge);
-        let earliest = match (found, unfiltered) {
-            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-            (a, b) => a.or(b),
-        };
+        // The earlier of the two; a tie goes to the filtered stream's.
+        let earliest = [found, unfiltered]
+            .into_iter()
+            .flatten()
+            .min_by_key(|c| c.0);
         let at = earliest.map_or(first.time.0, |(_, at)| at);
         // A record read late may be older than the CPU's previous one: never date
         // before `first` itself then.
-        at.max(self.last.min(first.time.0)).min(first.time.0)
+        at.clamp(self.last.min(first.time.0), first.time.0)
     }
 
     /// How many records are held.
