@@ -514,37 +514,36 @@ pub(crate) fn background(col: &Collector, whole: &Window) -> Background {
                     task.preempted + task.slept
                 })
                 .sum();
-            if outs > 0 {
-                bound_ns / outs as f64
-            } else {
-                0.0
-            }
+            per(bound_ns, outs)
         },
-        cpu_bound_wakeup_share: if col.foreign.wakeups > 0 {
+        cpu_bound_wakeup_share: per(
             bound
                 .iter()
                 .map(|t| col.foreign.tasks[t].woken_onto)
-                .sum::<u64>() as f64
-                / col.foreign.wakeups as f64
-        } else {
-            0.0
-        },
+                .sum::<u64>() as f64,
+            col.foreign.wakeups,
+        ),
         cpu_bound_held_wait_ns: {
             let (n, ns) = bound.iter().fold((0u64, 0u64), |(n, ns), t| {
                 let task = col.foreign.tasks[t];
                 (n + task.held_waits, ns + task.held_wait_ns)
             });
-            if n > 0 {
-                ns as f64 / n as f64
-            } else {
-                0.0
-            }
+            per(ns as f64, n)
         },
-        preempted_stretch_ns: if col.foreign.preempted_stretches > 0 {
-            col.foreign.preempted_ns as f64 / col.foreign.preempted_stretches as f64
-        } else {
-            0.0
-        },
+        preempted_stretch_ns: per(
+            col.foreign.preempted_ns as f64,
+            col.foreign.preempted_stretches,
+        ),
+    }
+}
+
+/// `total` per one of `count`, 0 when there are none (a background figure with
+/// nothing to measure is no load).
+fn per(total: f64, count: u64) -> f64 {
+    if count > 0 {
+        total / count as f64
+    } else {
+        0.0
     }
 }
 
