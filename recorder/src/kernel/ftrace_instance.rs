@@ -104,6 +104,8 @@ pub struct Instance {
     dir: PathBuf,
     pipes: Vec<CpuPipe>,
     page_size: usize,
+    /// Bytes of one CPU's buffer, as asked for.
+    buffer_bytes: usize,
     /// The instance's directory, open with the owner's lock held on it.
     _lock: Option<File>,
 }
@@ -137,6 +139,7 @@ impl Instance {
             dir,
             pipes: Vec::new(),
             page_size,
+            buffer_bytes,
             _lock: None,
         };
         let lock = open_dir(&instance.dir)
@@ -193,6 +196,11 @@ impl Instance {
     /// Bytes of one page, what one read of a CPU's pipe returns.
     pub fn page_size(&self) -> usize {
         self.page_size
+    }
+
+    /// Bytes of one CPU's buffer.
+    pub fn buffer_bytes(&self) -> usize {
+        self.buffer_bytes
     }
 
     /// The CPUs read, in the order [`Instance::read_page`] takes their index.

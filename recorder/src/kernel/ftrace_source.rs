@@ -25,7 +25,7 @@ use super::ftrace_page::{Missed, Page, PageLayout};
 use super::sched_events::{Hit, SchedDecoder};
 use super::task_filter::TaskFilter;
 use super::tgids::Tgids;
-use super::KernelStats;
+use super::{Drained, KernelStats};
 use crate::clock;
 
 /// How long after its timestamp a record is taken to be readable.
@@ -161,9 +161,8 @@ impl FtraceSource {
         main
     }
 
-    /// Appends what can be released now to `out`, in time order per CPU and instance;
-    /// returns whether a buffer was left with records (read again soon).
-    pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
+    /// Appends what can be released now to `out`, in time order per CPU and instance.
+    pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
         let horizon = if self.stopped {
             u64::MAX
         } else {
@@ -173,9 +172,13 @@ impl FtraceSource {
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
         let (stopped, d) = (self.stopped, &mut self.decoding);
         let queues = &mut self.queues;
+        let mut busiest = 0.0f64;
         for stream in std::iter::once(&mut self.main).chain(self.unfiltered.as_mut()) {
+            let buffer = stream.instance.buffer_bytes().max(1) as f64;
             for (i, queue) in queues.iter_mut().enumerate() {
-                stream.cpus[i].backlog = read_cpu(stream, i, queue, d);
+                let (pages, backlog) = read_cpu(stream, i, queue, d);
+                stream.cpus[i].backlog = backlog;
+                busiest = busiest.max((pages * d.layout.page_size()) as f64 / buffer);
                 if check_stats && !stream.cpus[i].backlog {
                     check_loss(stream, i, queue, stopped);
                 }
@@ -194,7 +197,15 @@ impl FtraceSource {
             }
             queue.release(h, out, &mut d.stats);
         }
-        more
+        Drained {
+            more,
+            busiest: busiest.min(1.0),
+        }
+    }
+
+    /// Bytes of one CPU's buffer (each instance has the same).
+    pub fn buffer_bytes(&self) -> usize {
+        self.main.instance.buffer_bytes()
     }
 
     /// What was read so far.
@@ -204,15 +215,20 @@ impl FtraceSource {
 }
 
 /// Reads the buffer of `stream`'s `i`th CPU into its queue, up to [`MAX_PAGES`]; returns
-/// whether pages were left.
-fn read_cpu(stream: &mut Stream, i: usize, queue: &mut CpuQueue, d: &mut Decoding) -> bool {
-    for _ in 0..MAX_PAGES {
+/// the pages read and whether pages were left.
+fn read_cpu(
+    stream: &mut Stream,
+    i: usize,
+    queue: &mut CpuQueue,
+    d: &mut Decoding,
+) -> (usize, bool) {
+    for pages in 0..MAX_PAGES {
         match stream.instance.read_page(i, &mut d.page) {
             Ok(true) => {}
-            Ok(false) => return false,
+            Ok(false) => return (pages, false),
             Err(_) => {
                 d.stats.undecodable += 1;
-                return false;
+                return (pages, false);
             }
         }
         let page = match Page::parse(&d.layout, &d.page) {
@@ -256,7 +272,7 @@ fn read_cpu(stream: &mut Stream, i: usize, queue: &mut CpuQueue, d: &mut Decodin
             }
         }
     }
-    true
+    (MAX_PAGES, true)
 }
 
 /// Passes on losses the `stats` file of `stream`'s `i`th CPU counts and the pages did

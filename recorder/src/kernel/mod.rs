@@ -76,6 +76,16 @@ impl std::fmt::Display for KernelError {
     }
 }
 
+/// What one [`KernelSource::read`] found.
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+pub(crate) struct Drained {
+    /// A buffer was left with records: read again at once.
+    pub more: bool,
+    /// The largest share of one CPU's buffer that this read took (0 to 1): how fast
+    /// the busiest CPU fills its buffer, for pacing the reads.
+    pub busiest: f64,
+}
+
 /// Tally of what was read.
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct KernelStats {
@@ -185,12 +195,20 @@ impl KernelSource {
 
     /// Appends records read now to `out`, decoded; after [`KernelSource::disable`],
     /// everything left. Each CPU's records come in about time order, not exactly.
-    /// Returns whether records were left to read (a read takes a bounded amount, so
-    /// that no buffer waits for another to be emptied).
-    pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
+    /// Says whether records were left to read (a read takes a bounded amount, so that
+    /// no buffer waits for another to be emptied) and how full the fullest buffer was.
+    pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
         match &mut self.inner {
             Inner::Ftrace(s) => s.read(out),
             Inner::Perf(s) => s.read(out),
+        }
+    }
+
+    /// Bytes of one CPU's buffer.
+    pub fn buffer_bytes(&self) -> usize {
+        match &self.inner {
+            Inner::Ftrace(s) => s.buffer_bytes(),
+            Inner::Perf(s) => s.buffer_bytes(),
         }
     }
 

@@ -145,29 +145,29 @@ impl KernelRings {
     /// them.
     /// Reads at most `max_bytes` per CPU so that a CPU producing faster than the reader
     /// cannot keep it here forever; the CPUs left with records are appended to
-    /// `backlog`. Returns the number of records.
+    /// `backlog`. Returns the most bytes read from one CPU's ring.
     pub fn read(
         &mut self,
         max_bytes: usize,
         mut each: impl FnMut(u16, u32, u16, &[u8]),
         backlog: &mut Vec<u16>,
-    ) -> u64 {
-        let mut n = 0;
+    ) -> usize {
+        let mut most = 0;
         for ring in &mut self.rings {
             let mut bytes = 0usize;
             while let Some(record) = ring.sampler.next_record() {
                 bytes += record.len() + 8;
                 let body = record.to_contiguous();
                 each(ring.cpu, record.ty(), record.misc(), &body);
-                n += 1;
                 // Dropping `record` hands its space back to the kernel.
                 if bytes >= max_bytes {
                     backlog.push(ring.cpu);
                     break;
                 }
             }
+            most = most.max(bytes);
         }
-        n
+        most
     }
 
     /// Bytes of one CPU's ring.

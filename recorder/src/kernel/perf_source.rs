@@ -10,7 +10,7 @@ use super::perf_record::{self, PerfRecord, Truncated};
 use super::perf_ring::KernelRings;
 use super::sched_events::SchedDecoder;
 use super::switch_repair::CpuSwitches;
-use super::KernelStats;
+use super::{Drained, KernelStats};
 
 /// Tracepoints and switch records from perf rings.
 pub struct PerfSource {
@@ -49,13 +49,13 @@ impl PerfSource {
     /// Appends the records now in the rings to `out`, decoded, up to a ring's worth per
     /// CPU; returns whether some were left. Each CPU's records come in the order that
     /// CPU wrote them (almost, but not exactly, time order).
-    pub fn read(&mut self, out: &mut Vec<Record>) -> bool {
+    pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
         let decoder = &self.decoder;
         let stats = &mut self.stats;
         let switches = &mut self.switches;
         self.backlog.clear();
         let max = self.rings.ring_bytes();
-        self.rings.read(
+        let most = self.rings.read(
             max,
             |cpu, ty, misc, body| {
                 let Some(cpu_switches) = switches.get_mut(usize::from(cpu)) else {
@@ -87,7 +87,15 @@ impl PerfSource {
             },
             &mut self.backlog,
         );
-        !self.backlog.is_empty()
+        Drained {
+            more: !self.backlog.is_empty(),
+            busiest: (most as f64 / max.max(1) as f64).min(1.0),
+        }
+    }
+
+    /// Bytes of one CPU's ring.
+    pub fn buffer_bytes(&self) -> usize {
+        self.rings.ring_bytes()
     }
 
     /// What was read so far.
