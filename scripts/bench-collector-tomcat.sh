@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Compares the collector CPU of two sonda binaries on one live Tomcat: Debian's Tomcat 10
+# serving the examples' HelloWorldExample under `wrk -t2 -c8`, `sonda attach` with
+# binary A then B in turns (a fresh attach per window, 2 s settle, 10 s window), sonda's
+# CPU read from its threads' schedstat and the JVM's from /proc. Prints per window
+# sonda's ms of CPU a second and its share of the JVM's CPU. Throughput is not the
+# question here (scripts/bench-tomcat.sh asks it); one JVM keeps the comparison paired.
+#
+# usage: A=path/to/sonda B=path/to/sonda scripts/bench-collector-tomcat.sh OUTDIR ROUNDS [attach args]
+#        (each binary needs libsonda.so next to it). Needs root (kernel tracepoints).
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd); FILES=$REPO/scripts/tomcat; OUT=$1; ROUNDS=$2; shift 2
+mkdir -p "$OUT"
+CATALINA_HOME=/usr/share/tomcat10; EXAMPLES=1; NO_ACCESS_LOG=1; ME=bench-collector-tomcat.sh
+HELLO_PATH=/examples/servlets/servlet/HelloWorldExample
+JVM_PID=; WRK_PID=; AP=
+STOP_ORDER=("sonda=AP" "wrk=WRK_PID" "jvm=JVM_PID")
+source $REPO/scripts/lib/tomcat.sh
+trap cleanup EXIT
+setup_packages
+command -v wrk >/dev/null 2>&1 || die "wrk is not installed"
+make_base; tomcat_env
+$CATALINA_HOME/bin/catalina.sh run >"$OUT/catalina.log" 2>&1 & JVM_PID=$!
+wait_ready
+wrk -t2 -c8 -d$((30 + ROUNDS*2*16))s http://127.0.0.1:$PORT$HELLO_PATH >"$OUT/wrk.log" 2>&1 & WRK_PID=$!
+sleep 20
+runsum() { local s=0 f; for f in /proc/$1/task/*/schedstat; do s=$((s + $(cut -d' ' -f1 $f 2>/dev/null || echo 0))); done; echo $s; }
+jvmcpu() { awk '{print $14+$15}' /proc/$JVM_PID/stat; }
+for r in $(seq 1 $ROUNDS); do for bin in A B; do
+  b=${!bin}
+  $b attach $JVM_PID -o $OUT/t-$r-$bin.trace "$@" 2>"$OUT/sonda-$r-$bin.log" & AP=$!
+  until grep -q 'attached to JVM' "$OUT/sonda-$r-$bin.log"; do sleep 0.1; done
+  sleep 2
+  s0=$(runsum $AP); j0=$(jvmcpu); t0=$(date +%s.%N)
+  sleep 10
+  s1=$(runsum $AP); j1=$(jvmcpu); t1=$(date +%s.%N)
+  kill -INT $AP; wait $AP || true; AP=
+  ev=$(grep -o 'recorded [0-9]* kernel events' $OUT/sonda-$r-$bin.log | awk '{print $2}')
+  python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*10; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}')"
+  rm -f $OUT/t-$r-$bin.trace
+  sleep 3
+done; done
