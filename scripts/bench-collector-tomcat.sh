@@ -24,19 +24,23 @@ $CATALINA_HOME/bin/catalina.sh run >"$OUT/catalina.log" 2>&1 & JVM_PID=$!
 wait_ready
 wrk -t2 -c8 -d$((30 + ROUNDS*2*16))s http://127.0.0.1:$PORT$HELLO_PATH >"$OUT/wrk.log" 2>&1 & WRK_PID=$!
 sleep 20
-runsum() { local s=0 f; for f in /proc/$1/task/*/schedstat; do s=$((s + $(cut -d' ' -f1 $f 2>/dev/null || echo 0))); done; echo $s; }
-jvmcpu() { awk '{print $14+$15}' /proc/$JVM_PID/stat; }
+HZ="$(getconf CLK_TCK)"
+jvmcpu() { local t; read -r -a t <<<"$(ticks "$JVM_PID")"; echo $((t[0] + t[1])); }
 for r in $(seq 1 $ROUNDS); do for bin in A B; do
   b=${!bin}
   $b attach $JVM_PID -o $OUT/t-$r-$bin.trace "$@" 2>"$OUT/sonda-$r-$bin.log" & AP=$!
-  until grep -q 'attached to JVM' "$OUT/sonda-$r-$bin.log"; do sleep 0.1; done
+  until grep -q 'attached to JVM' "$OUT/sonda-$r-$bin.log"; do
+    kill -0 "$AP" 2>/dev/null || die "sonda $bin did not attach: $(tail -1 "$OUT/sonda-$r-$bin.log")"
+    sleep 0.1
+  done
   sleep 2
-  s0=$(runsum $AP); j0=$(jvmcpu); t0=$(date +%s.%N)
+  s0=$(run_ns $AP); j0=$(jvmcpu); t0=$(date +%s.%N)
   sleep 10
-  s1=$(runsum $AP); j1=$(jvmcpu); t1=$(date +%s.%N)
+  s1=$(run_ns $AP); j1=$(jvmcpu); t1=$(date +%s.%N)
   kill -INT $AP; wait $AP || true; AP=
   ev=$(grep -o 'recorded [0-9]* kernel events' $OUT/sonda-$r-$bin.log | awk '{print $2}')
-  python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*10; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}')"
+  [ -n "$ev" ] || die "sonda $bin gave no summary: $(tail -1 "$OUT/sonda-$r-$bin.log")"
+  python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*1000/$HZ; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}')"
   rm -f $OUT/t-$r-$bin.trace
   sleep 3
 done; done

@@ -202,25 +202,6 @@ out() { echo "$*" | tee -a "$OUT/table.txt"; }
 
 now() { echo "$EPOCHREALTIME"; }
 
-# ticks PID: "utime stime" of the whole process (all its threads, dead ones included).
-ticks() {
-    local s f
-    read -r s <"/proc/$1/stat" || return 1
-    s="${s##*) }"
-    read -r -a f <<<"$s"
-    echo "${f[11]} ${f[12]}"
-}
-
-# run_ns PID: CPU time of the process's live threads in ns (schedstat's first field).
-run_ns() {
-    local sum=0 t v
-    for t in /proc/"$1"/task/*/schedstat; do
-        read -r v _ <"$t" 2>/dev/null || continue
-        sum=$((sum + v))
-    done
-    echo "$sum"
-}
-
 # machine: "busy steal" in ticks, all CPUs, from /proc/stat.
 machine() {
     local user nice system irq softirq steal

@@ -77,7 +77,7 @@ impl std::fmt::Display for KernelError {
 }
 
 /// What one [`KernelSource::read`] found.
-#[derive(Clone, Copy, Default, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Drained {
     /// A buffer was left with records: read again at once.
     pub more: bool,

@@ -18,10 +18,11 @@
 //! eighth full between two reads at the rate just seen, nor past half full if the rate
 //! jumps to [`BURST_RATE`] during a pause (a program starting its work after a quiet
 //! spell: with 256 KiB buffers a fixed 40 ms pause lost thousands of events at the
-//! start of `perf bench sched pipe`). Each read has a fixed cost per CPU and instance (two system
-//! calls, and a partly filled ftrace page is copied out event by event with interrupts
-//! off, where a full one is swapped); reading every 5 ms whatever the rate cost Tomcat
-//! under load 14–18% more collector CPU than reading every 40 ms (docs/overhead.md).
+//! start of `perf bench sched pipe`). Each read has a fixed cost per CPU and instance
+//! (two system calls, and a partly filled ftrace page is copied out event by event with
+//! interrupts off, where a full one is swapped): under Tomcat, reading every 5 ms
+//! whatever the rate took a quarter more collector CPU than this pacing
+//! (docs/overhead.md).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
