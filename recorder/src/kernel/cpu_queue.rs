@@ -18,7 +18,7 @@
 //! The recovered switch is dated by the first CPU-time charge of the arriving task on
 //! this CPU (`sched_stat_runtime`, written at the next tick or before the task leaves
 //! the CPU: its runtime is the stretch since the switch-in, in the task clock, which
-//! leaves out stolen time), never before the CPU's previous record; without such a
+//! leaves out stolen time), never before the CPU's previous traced-task record; without such a
 //! charge among the records read so far, at its first event. Its `prev_state` is 0:
 //! the silent task's state is unknown (it is never a followed thread, whose own records
 //! are reported).
@@ -59,8 +59,13 @@ pub struct CpuQueue {
     /// The task on the CPU according to the records released so far; `None` when not
     /// known (at the start and after a loss).
     running: Option<u32>,
-    /// Time of the last record released.
+    /// Time of the last record released from the filtered stream.
     last: u64,
+    /// The CPU-time charges released from the unfiltered stream since the last
+    /// filtered record, as (task, the switch-in each implies, its time). A charge goes
+    /// out before a later filtered record, so when that record reveals a switch-in the
+    /// kernel did not report, the charge that dates it is no longer in `unfiltered`.
+    released_charges: Vec<(u32, u64, u64)>,
 }
 
 impl CpuQueue {
@@ -104,7 +109,8 @@ impl CpuQueue {
 
     /// Appends to `out`, in time order, everything held up to `horizon` (inclusive),
     /// with the switches recovered before the records that reveal them; counts into
-    /// `stats`.
+    /// `stats`. A recovered switch dated by a charge already released comes after
+    /// that charge in `out` (the recorder sorts each batch).
     pub fn release(&mut self, horizon: u64, out: &mut Vec<Record>, stats: &mut KernelStats) {
         loop {
             let filtered = self.held.front().map(|h| h.record.time.0);
@@ -120,7 +126,10 @@ impl CpuQueue {
                     return;
                 };
                 stats.samples += 1;
-                self.last = self.last.max(record.time.0);
+                if let Event::CpuTime { tid, ns } = record.event {
+                    let t = record.time.0;
+                    self.released_charges.push((tid.0, t.saturating_sub(ns), t));
+                }
                 out.push(record);
                 continue;
             }
@@ -157,6 +166,7 @@ impl CpuQueue {
                 stats.samples += 1;
             }
             self.last = self.last.max(time);
+            self.released_charges.clear();
             out.push(record);
         }
     }
@@ -164,7 +174,7 @@ impl CpuQueue {
     /// When `task`, found running by `first` (already taken off the queue), was
     /// switched in: by its first CPU-time charge on this CPU in its stretch (up to its
     /// switch-out or the next record of another task, among the records read so far),
-    /// else at `first`; never before the CPU's previous record.
+    /// else at `first`; never before the CPU's previous filtered record.
     fn switch_in_time(&self, task: u32, first: &Record) -> u64 {
         // The first charge of the stretch: (its time, the switch-in it implies).
         let charge = |r: &Record| match r.event {
@@ -189,14 +199,20 @@ impl CpuQueue {
                 }
             }
         }
-        // Unfiltered records older than `first` went out before it.
+        // Unfiltered records older than `first` went out before it (their charges are
+        // in `released_charges`).
+        let released = self
+            .released_charges
+            .iter()
+            .find(|c| c.0 == task)
+            .map(|&(_, at, time)| (time, at));
         let unfiltered = self
             .unfiltered
             .iter()
             .take_while(|r| r.time.0 <= end)
             .find_map(charge);
-        // The earlier of the two; a tie goes to the filtered stream's.
-        let earliest = [found, unfiltered]
+        // The earliest; a tie goes to the filtered stream's.
+        let earliest = [found, released, unfiltered]
             .into_iter()
             .flatten()
             .min_by_key(|c| c.0);
@@ -411,6 +427,27 @@ mod tests {
         let times: Vec<u64> = out.iter().map(|r| r.time.0).collect();
         assert_eq!(times, [10, 30, 50, 70, 90, 95]);
         assert_eq!((stats.repaired, stats.samples), (1, 5));
+    }
+
+    #[test]
+    fn a_charge_released_before_the_revealing_record_still_dates_the_switch_in() {
+        let mut q = CpuQueue::new(1);
+        // 75 ran, 9 was switched in at 60 unreported, was charged 25 ns at 85 (through
+        // the unfiltered stream) and switched out at 90: the charge goes out first.
+        feed(&mut q, &[switch(10, 7, 75), switch(90, 9, 0)]);
+        q.unfiltered_event(runtime(85, 9, 25).0);
+        let (out, stats) = release(&mut q, u64::MAX);
+        assert!(out.contains(&recovered(60, 75, 9)), "{out:?}");
+        assert_eq!(stats.repaired, 1);
+        // The same when the charge went out in an earlier release.
+        let mut q = CpuQueue::new(1);
+        feed(&mut q, &[switch(10, 7, 75)]);
+        q.unfiltered_event(runtime(85, 9, 25).0);
+        let (first, _) = release(&mut q, 87);
+        assert_eq!(first.len(), 2);
+        feed(&mut q, &[switch(90, 9, 0)]);
+        let (out, _) = release(&mut q, u64::MAX);
+        assert_eq!(out[0], recovered(60, 75, 9));
     }
 
     #[test]
