@@ -9,8 +9,9 @@
 //! attach it also stops the recording when the collector fell silent (no heartbeat for
 //! [`SILENCE`]: killed, say), so that a JVM is never left instrumented for nobody.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sonda_shm::AgentState;
 
@@ -19,6 +20,15 @@ use crate::jvmti::{Event, Jni, LoadMode, Vm};
 use crate::{buffers, events, meta, os};
 
 const POLL: Duration = Duration::from_millis(100);
+/// How long the end of a recording waits for frames still running instrumented code
+/// after the classes were restored (a request in flight finishes in milliseconds; a
+/// traced run loop never does, and costs this once per stop).
+const FRAMES_GRACE: Duration = Duration::from_millis(500);
+/// How often the stacks are looked at meanwhile (each look is a safepoint operation).
+const FRAMES_POLL: Duration = Duration::from_millis(5);
+/// How deep into each stack a look goes: a traced frame deeper than this (below a
+/// deeper stack of untraced calls) is not waited for.
+const FRAMES_DEPTH: i32 = 1024;
 /// How long an attach's collector may stay silent before the agent stops by itself. A
 /// live collector beats every 50-100 ms.
 const SILENCE: Duration = Duration::from_secs(10);
@@ -76,12 +86,64 @@ pub fn stop(state: &State, jni: &Jni<'_>) {
     if let Some(t) = &state.transformer {
         // After an instrumentation still running on the attach thread, if any.
         let _serial = state.transforming.lock();
+        // Frames already running replaced code (an earlier recording's, another
+        // agent's) are not this recording's to wait for.
+        let before = running_obsolete(state, jni).unwrap_or_default();
         // The hook must stay enabled while it hands back the original bytes.
         t.restore(state.jvmti, jni);
         let _ = state.jvmti.set_event(Event::ClassFileLoadHook, false);
+        wait_for_replaced_frames(state, jni, &before);
     }
     events::finish(state);
     buffers::end_recording();
     state.region.set_agent_state(AgentState::Stopped);
     state.over.store(true, Ordering::Release);
+}
+
+/// The obsolete method versions that live threads' frames run (see
+/// [`crate::jvmti::Jvmti::obsolete_frames`]), per thread.
+fn running_obsolete(state: &State, jni: &Jni<'_>) -> Result<Vec<Vec<usize>>, String> {
+    state
+        .jvmti
+        .obsolete_frames(jni, FRAMES_DEPTH)
+        .map_err(|e| format!("cannot look for calls still running instrumented code: {e}"))
+}
+
+/// Waits (at most [`FRAMES_GRACE`]) until no thread runs a method version that
+/// `restore` replaced, that is an obsolete version not in `before`.
+///
+/// A frame that was inside an instrumented method when `restore` gave the class back
+/// keeps running the instrumented code to its end, and its exit probe records into the
+/// recording still open: ending the recording at once would keep the call's entry and
+/// lose its exit (a thread preempted for a moment in the middle of a traced call was
+/// enough). Frames still there after the grace (a traced loop that never returns) are
+/// said in a warning: their calls stay open in the trace.
+fn wait_for_replaced_frames(state: &State, jni: &Jni<'_>, before: &[Vec<usize>]) {
+    let old: HashSet<usize> = before.iter().flatten().copied().collect();
+    let deadline = Instant::now() + FRAMES_GRACE;
+    loop {
+        let inside = match running_obsolete(state, jni) {
+            Ok(threads) => threads
+                .iter()
+                .filter(|methods| methods.iter().any(|m| !old.contains(m)))
+                .count(),
+            Err(e) => {
+                meta::warning(e);
+                return;
+            }
+        };
+        if inside == 0 {
+            return;
+        }
+        if Instant::now() >= deadline {
+            meta::warning(format!(
+                "{inside} thread(s) were still inside instrumented methods {} ms after the \
+                 recording stopped (a loop that never returns?): those calls have no exit \
+                 in the trace",
+                FRAMES_GRACE.as_millis()
+            ));
+            return;
+        }
+        std::thread::sleep(FRAMES_POLL);
+    }
 }

@@ -21,12 +21,14 @@ import java.util.concurrent.locks.LockSupport;
  * between the first recorded entry and the last recorded exit. At the end the stamps go
  * to the file args[0] (big-endian longs).
  *
+ * <p>Thread "napper" calls nap(), 20 ms parked, until the end.
+ *
  * <p>The main thread reads commands on stdin: "measure LABEL CALLS WINDOWS" times tiny()
  * (a small method, never inlined with -XX:CompileCommand=dontinline) and reference() (the
  * same code, never instrumented) with the thread's CPU time, alternating windows of CALLS
  * calls (pairs to warm up until three agree within 3%, then WINDOWS pairs), and prints "cost LABEL <median ns per
  * tiny() call> <median ns per reference() call> <median ratio> <calls per window>
- * <windows> <tiny() calls made, warm-up included> <first ns> <last ns>"; "gc N" runs N full collections ("gcs N"); "contend MS" makes two threads
+ * <windows> <tiny() calls made, warm-up included> <first ns> <last ns>"; "gc N" runs N full collections ("gcs N"); "linger" starts thread "lingerer" in linger(), which returns only at the end ("lingering"); "contend MS" makes two threads
  * ("contender-1", "contender-2") fight for one lock for MS ms ("contended"); "end" stops
  * the counter and prints "calls <n>" and "check <sum of work()'s results>", which depend
  * only on n: the output a run with nobody attached prints.
@@ -57,6 +59,20 @@ public class AttachLoop {
         stamps[count++] = t;
         sink += spin(h);
         return x * 3 + 1;
+    }
+
+    /** A call that lasts 20 ms, nearly all of it parked: one is nearly always in flight
+     *  when a recording stops, so its exit shows whether the agent waits for the calls
+     *  still running instrumented code before it ends the recording. */
+    static void nap() {
+        LockSupport.parkNanos(20_000_000);
+    }
+
+    /** A call that returns only at the end: a run loop entered during a recording. */
+    static void linger() {
+        while (!stop) {
+            LockSupport.parkNanos(5_000_000);
+        }
     }
 
     /** A small method (a few ns of dependent arithmetic) whose per-call cost shows a
@@ -189,6 +205,18 @@ public class AttachLoop {
             }
         }, "counter");
         counter.start();
+        Thread napper = new Thread(() -> {
+            try {
+                say("thread\tnapper\t" + tid());
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+            while (!stop) {
+                nap();
+            }
+        }, "napper");
+        napper.setDaemon(true);
+        napper.start();
         say("thread\tmain\t" + tid());
         for (int w = 0; w < 20; w++) {
             windowTiny(cpu, 1_000_000); // tiny() and the loops compiled before any attach
@@ -213,6 +241,11 @@ public class AttachLoop {
             } else if (f[0].equals("contend")) {
                 contend(Long.parseLong(f[1]));
                 say("contended");
+            } else if (f[0].equals("linger")) {
+                Thread lingerer = new Thread(AttachLoop::linger, "lingerer");
+                lingerer.setDaemon(true);
+                lingerer.start();
+                say("lingering");
             } else if (f[0].equals("end")) {
                 break;
             } else {

@@ -263,6 +263,63 @@ impl Jvmti {
         Ok(self.take_refs(jni, threads, count))
     }
 
+    /// Per live thread, the obsolete method versions its frames run: code a
+    /// retransformation replaced while the frame ran it (the JVM runs such a frame to
+    /// its end in the old code), as method ids. Only the `max_frames` innermost frames
+    /// of each thread are looked at; threads without such frames are left out.
+    pub fn obsolete_frames(
+        &self,
+        jni: &Jni<'_>,
+        max_frames: i32,
+    ) -> Result<Vec<Vec<usize>>, JvmtiError> {
+        let mut infos: *mut sys::jvmtiStackInfo = ptr::null_mut();
+        let mut count = 0;
+        // SAFETY: valid env, out-pointers to locals; the block (the infos and their
+        // frame buffers) is ours to Deallocate, the thread references are locals of
+        // this thread's frame.
+        check(unsafe {
+            self.call(self.table().GetAllStackTraces)(self.0, max_frames, &mut infos, &mut count)
+        })?;
+        if infos.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: JVMTI filled `count` stack infos into `infos`.
+        let stacks = unsafe { std::slice::from_raw_parts(infos, count.max(0) as usize) };
+        let mut out = Vec::new();
+        for stack in stacks {
+            let frames = if stack.frame_buffer.is_null() {
+                &[][..]
+            } else {
+                // SAFETY: each info's buffer holds its `frame_count` frames.
+                unsafe {
+                    std::slice::from_raw_parts(
+                        stack.frame_buffer,
+                        stack.frame_count.max(0) as usize,
+                    )
+                }
+            };
+            let obsolete: Vec<usize> = frames
+                .iter()
+                .filter(|f| self.is_method_obsolete(f.method))
+                .map(|f| f.method as usize)
+                .collect();
+            if !obsolete.is_empty() {
+                out.push(obsolete);
+            }
+            jni.delete_raw_local(stack.thread);
+        }
+        self.deallocate(infos.cast());
+        Ok(out)
+    }
+
+    fn is_method_obsolete(&self, method: jni_sys::jmethodID) -> bool {
+        let mut obsolete = false;
+        // SAFETY: valid env; `method` comes from a stack trace the VM just returned
+        // (method ids live as long as their class); out-pointer to a local.
+        let rc = unsafe { self.call(self.table().IsMethodObsolete)(self.0, method, &mut obsolete) };
+        rc == sys::JVMTI_ERROR_NONE && obsolete
+    }
+
     /// Every class loaded, as local references of `jni`'s frame.
     pub fn loaded_classes<'a>(&self, jni: &'a Jni<'_>) -> Result<Vec<Local<'a>>, JvmtiError> {
         let mut count = 0;

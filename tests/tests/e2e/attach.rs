@@ -147,7 +147,9 @@ impl Program {
                 threads.insert(f[1].to_string(), *ours.get(&own).unwrap_or(&own));
             }
         }
-        assert!(threads.contains_key("main") && threads.contains_key("counter"));
+        assert!(["main", "counter", "napper"]
+            .iter()
+            .all(|t| threads.contains_key(*t)));
         Program {
             pid,
             child,
@@ -362,6 +364,23 @@ impl Trace {
         })
     }
 
+    fn java_tid(&self, name: &str) -> Option<u32> {
+        self.metas.iter().find_map(|m| match m {
+            Meta::JavaThread { tid, name: n, .. } if n == name => Some(tid.0),
+            _ => None,
+        })
+    }
+
+    fn warnings(&self) -> Vec<&str> {
+        self.metas
+            .iter()
+            .filter_map(|m| match m {
+                Meta::Warning { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn java_name(&self, tid: u32) -> Option<&str> {
         self.metas.iter().find_map(|m| match m {
             Meta::JavaThread { tid: t, name, .. } if t.0 == tid => Some(name.as_str()),
@@ -466,13 +485,19 @@ fn attach_record_detach_reattach_with_exact_counts_and_restored_cost() {
 
     let mut program = Program::start();
     let attach = Attach::to(program.pid)
-        .methods(["AttachLoop::work", "AttachLoop::tiny"])
+        .methods([
+            "AttachLoop::work",
+            "AttachLoop::tiny",
+            "AttachLoop::nap",
+            "AttachLoop::linger",
+        ])
         .options(["--agent-buffer", "64M"]);
     let before = program.measure("before", 2_000_000, 9);
 
     // First recording: until SIGINT, as Ctrl-C.
     let sonda1 = Attached::start(attach.clone(), &t1);
     let during = program.measure("during", 50_000, 5);
+    program.command("linger", "lingering");
     std::thread::sleep(Duration::from_millis(1500));
     let said1 = sonda1.finish(Some(libc::SIGINT));
     assert!(said1.contains("original classes restored"), "{said1}");
@@ -518,6 +543,41 @@ fn attach_record_detach_reattach_with_exact_counts_and_restored_cost() {
     let two = Trace::read(&t2);
     let calls1 = check_trace(&one, &threads, &ended.stamps, kernel);
     let calls2 = check_trace(&two, &threads, &ended.stamps, kernel);
+    // nap(): one is nearly always in flight, parked, when a recording stops; the stop
+    // waits for the calls still running instrumented code, so its exit is recorded too.
+    let napper = threads["napper"];
+    for (label, t) in [("first", &one), ("second", &two)] {
+        let (enters, leaves) = t.calls(napper, t.method("nap"));
+        assert!(
+            enters.len() >= 20,
+            "{label}: only {} nap() calls",
+            enters.len()
+        );
+        assert_eq!(
+            enters.len(),
+            leaves.len(),
+            "{label} recording: nap() entries and exits (a call in flight at the detach lost its exit?)"
+        );
+    }
+    // linger(): entered during the first recording, it never returns; the first stop
+    // waited its grace out and said so, and the call stays open. The second stop does
+    // not wait for that frame (the first recording's code) and says nothing.
+    let still = |t: &Trace| -> Vec<String> {
+        t.warnings()
+            .into_iter()
+            .filter(|w| w.contains("still inside instrumented methods"))
+            .map(str::to_string)
+            .collect()
+    };
+    let lingerer = one.java_tid("lingerer").expect("the lingerer is named");
+    let (enters, leaves) = one.calls(lingerer, one.method("linger"));
+    assert_eq!((enters.len(), leaves.len()), (1, 0), "linger() calls");
+    let warned = still(&one);
+    assert!(
+        warned.len() == 1 && warned[0].starts_with("1 thread(s) "),
+        "first recording's warnings: {warned:?}"
+    );
+    assert!(still(&two).is_empty(), "second: {:?}", still(&two));
     // tiny(): every call of the measurement made during the first recording (warm-up
     // included), none in the second.
     let main = threads["main"];
