@@ -371,6 +371,9 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.lost", s.lost));
             counters.push(c("kernel.samples", s.samples));
             counters.push(c("kernel.undecodable", s.undecodable));
+            if s.ftrace {
+                counters.push(c("kernel.foreign_skipped", s.foreign_skipped));
+            }
             counters.push(c("kernel.switches_recovered", s.repaired));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
             counters.push(c("kernel.ftrace", u64::from(s.ftrace)));

@@ -110,8 +110,16 @@ impl CpuQueue {
     /// Appends to `out`, in time order, everything held up to `horizon` (inclusive),
     /// with the switches recovered before the records that reveal them; counts into
     /// `stats`. A recovered switch dated by a charge already released comes after
-    /// that charge in `out` (the recorder sorts each batch).
-    pub fn release(&mut self, horizon: u64, out: &mut Vec<Record>, stats: &mut KernelStats) {
+    /// that charge in `out` (the recorder sorts each batch). Unfiltered records that
+    /// `foreign` says are another program's are left out of `out` (they still date a
+    /// recovered switch, as before).
+    pub fn release(
+        &mut self,
+        horizon: u64,
+        out: &mut Vec<Record>,
+        stats: &mut KernelStats,
+        foreign: impl Fn(&Record) -> bool,
+    ) {
         loop {
             let filtered = self.held.front().map(|h| h.record.time.0);
             let unfiltered = self.unfiltered.front().map(|r| r.time.0);
@@ -125,12 +133,16 @@ impl CpuQueue {
                 let Some(record) = self.unfiltered.pop_front() else {
                     return;
                 };
-                stats.samples += 1;
                 if let Event::CpuTime { tid, ns } = record.event {
                     let t = record.time.0;
                     self.released_charges.push((tid.0, t.saturating_sub(ns), t));
                 }
-                out.push(record);
+                if foreign(&record) {
+                    stats.foreign_skipped += 1;
+                } else {
+                    stats.samples += 1;
+                    out.push(record);
+                }
                 continue;
             }
             if filtered.is_none_or(|f| f > horizon) {
@@ -288,7 +300,7 @@ mod tests {
     fn release(q: &mut CpuQueue, horizon: u64) -> (Vec<Record>, KernelStats) {
         let mut out = Vec::new();
         let mut stats = KernelStats::default();
-        q.release(horizon, &mut out, &mut stats);
+        q.release(horizon, &mut out, &mut stats, |_| false);
         (out, stats)
     }
 
@@ -445,6 +457,25 @@ mod tests {
         q.unfiltered_event(runtime(85, 9, 25).0);
         let (first, _) = release(&mut q, 87);
         assert_eq!(first.len(), 2);
+        feed(&mut q, &[switch(90, 9, 0)]);
+        let (out, _) = release(&mut q, u64::MAX);
+        assert_eq!(out[0], recovered(60, 75, 9));
+    }
+
+    #[test]
+    fn a_foreign_charge_is_left_out_but_still_dates_the_switch_in() {
+        // As above, but 9 is another program's task: its charge is not released, and
+        // the switch recovered from the filtered stream is dated by it all the same.
+        let mut q = CpuQueue::new(1);
+        feed(&mut q, &[switch(10, 7, 75)]);
+        q.unfiltered_event(runtime(85, 9, 25).0);
+        q.unfiltered_event(runtime(86, 75, 5).0);
+        let foreign = |r: &Record| matches!(r.event, Event::CpuTime { tid, .. } if tid.0 == 9);
+        let mut out = Vec::new();
+        let mut stats = KernelStats::default();
+        q.release(87, &mut out, &mut stats, foreign);
+        assert_eq!(out, [switch(10, 7, 75).0, runtime(86, 75, 5).0]);
+        assert_eq!((stats.samples, stats.foreign_skipped), (2, 1));
         feed(&mut q, &[switch(90, 9, 0)]);
         let (out, _) = release(&mut q, u64::MAX);
         assert_eq!(out[0], recovered(60, 75, 9));

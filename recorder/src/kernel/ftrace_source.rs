@@ -20,6 +20,7 @@ use std::time::Duration;
 use sonda_trace::{Event, Record, Time};
 
 use super::cpu_queue::CpuQueue;
+use super::foreign::Foreign;
 use super::ftrace_instance::{CpuLoss, Instance};
 use super::ftrace_page::{Missed, Page, PageLayout};
 use super::sched_events::{Hit, SchedDecoder};
@@ -80,6 +81,8 @@ struct Decoding {
     layout: PageLayout,
     decoder: SchedDecoder,
     tgids: Tgids,
+    /// Which unfiltered records are other programs', left out as they are read.
+    foreign: Foreign,
     stats: KernelStats,
     page: Vec<u8>,
 }
@@ -117,6 +120,7 @@ impl FtraceSource {
     ) -> FtraceSource {
         let layout = layout.with_page_size(instance.page_size());
         let filter = instance.task_filter();
+        let listed = filter.listed();
         let queues = instance.cpus().map(CpuQueue::new).collect();
         FtraceSource {
             filter,
@@ -125,6 +129,7 @@ impl FtraceSource {
                 layout,
                 decoder,
                 tgids: Tgids::default(),
+                foreign: Foreign::new(listed),
                 stats: KernelStats {
                     ftrace: true,
                     ..KernelStats::default()
@@ -163,17 +168,15 @@ impl FtraceSource {
 
     /// Appends what can be released now to `out`, in time order per CPU and instance.
     pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
-        let horizon = if self.stopped {
-            u64::MAX
-        } else {
-            clock::monotonic().0.saturating_sub(SLACK.as_nanos() as u64)
-        };
+        let readable = clock::monotonic().0.saturating_sub(SLACK.as_nanos() as u64);
+        let horizon = if self.stopped { u64::MAX } else { readable };
         self.reads = self.reads.wrapping_add(1);
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
         let (stopped, d) = (self.stopped, &mut self.decoding);
         let queues = &mut self.queues;
+        d.foreign.refresh();
         let mut busiest = 0.0f64;
-        for stream in std::iter::once(&mut self.main).chain(self.unfiltered.as_mut()) {
+        let mut read_stream = |stream: &mut Stream, d: &mut Decoding| {
             let buffer = stream.instance.buffer_bytes().max(1) as f64;
             for (i, queue) in queues.iter_mut().enumerate() {
                 let (pages, backlog) = read_cpu(stream, i, queue, d);
@@ -183,6 +186,20 @@ impl FtraceSource {
                     check_loss(stream, i, queue, stopped);
                 }
             }
+        };
+        read_stream(&mut self.main, d);
+        // The filtered instance is read up to `readable`, or to the last record of a
+        // CPU that has more: the unfiltered records before that can be judged.
+        let read_up_to = self
+            .main
+            .cpus
+            .iter()
+            .filter(|c| c.backlog)
+            .map(|c| c.last_time)
+            .fold(readable, u64::min);
+        d.foreign.read_up_to(read_up_to);
+        if let Some(unfiltered) = self.unfiltered.as_mut() {
+            read_stream(unfiltered, d);
         }
         let mut more = false;
         for (i, queue) in queues.iter_mut().enumerate() {
@@ -195,7 +212,10 @@ impl FtraceSource {
                     more = true;
                 }
             }
-            queue.release(h, out, &mut d.stats);
+            // Released records stamped from `read_up_to` on (another CPU's backlog,
+            // the end) cannot be judged yet and are kept.
+            let foreign = &d.foreign;
+            queue.release(h, out, &mut d.stats, |r| foreign.skips(r));
         }
         Drained {
             more,
@@ -267,7 +287,10 @@ fn read_cpu(
             c.last_time = e.time;
             match decode(&d.decoder, &mut d.tgids, c.cpu, e.time, e.payload) {
                 Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r),
-                Some((r, current)) => queue.event(r, current),
+                Some((r, current)) => {
+                    d.foreign.filtered(&r);
+                    queue.event(r, current);
+                }
                 None => d.stats.undecodable += 1,
             }
         }

@@ -32,6 +32,7 @@
 //! without a kernel. The rest is the crate's own.
 
 pub(crate) mod cpu_queue;
+mod foreign;
 pub(crate) mod ftrace_instance;
 pub mod ftrace_page;
 pub(crate) mod ftrace_source;
@@ -95,6 +96,9 @@ pub(crate) struct KernelStats {
     pub lost: u64,
     /// Records or pages that did not decode (never expected).
     pub undecodable: u64,
+    /// Other programs' CPU-time charges and migrations left out as they were read
+    /// (`foreign`; not in `samples`).
+    pub foreign_skipped: u64,
     /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
     /// [`switch_repair`]).
     pub repaired: u64,

@@ -34,6 +34,8 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Pids per write: a write is parsed by the kernel in one piece.
 const PIDS_PER_WRITE: usize = 256;
@@ -42,24 +44,61 @@ const PIDS_PER_WRITE: usize = 256;
 #[derive(Clone)]
 pub struct TaskFilter {
     dir: PathBuf,
+    listed: Listed,
 }
 
 impl TaskFilter {
     pub(super) fn new(dir: PathBuf) -> TaskFilter {
-        TaskFilter { dir }
+        TaskFilter {
+            dir,
+            listed: Listed::default(),
+        }
     }
 
     /// Records the events of `tids` and, from now on, of every task they create.
     /// The first call turns the filter on: before it the instance records every task.
     pub fn follow(&self, tids: &[u32]) -> std::io::Result<()> {
         write_option(&self.dir, "options/event-fork", "1")?;
-        append(&self.dir, "set_event_pid", tids)
+        append(&self.dir, "set_event_pid", tids)?;
+        self.listed.add(tids);
+        Ok(())
+    }
+
+    /// The tasks given to [`TaskFilter::follow`], shared with the reader
+    /// ([`super::foreign`]).
+    pub(super) fn listed(&self) -> Listed {
+        self.listed.clone()
     }
 
     /// Never records `tids` nor what they create from now on (their events already
     /// read are unaffected). Fails on kernels without `set_event_notrace_pid`.
     pub fn exclude(&self, tids: &[u32]) -> std::io::Result<()> {
         append(&self.dir, "set_event_notrace_pid", tids)
+    }
+}
+
+/// The tids given to a filter, with a generation that changes at each addition: the
+/// reader takes them in when it changed (an atomic load per read, no lock).
+#[derive(Clone, Default)]
+pub(super) struct Listed(Arc<(AtomicU32, Mutex<Vec<u32>>)>);
+
+impl Listed {
+    pub fn add(&self, tids: &[u32]) {
+        let (generation, list) = &*self.0;
+        let mut list = list.lock().unwrap_or_else(|e| e.into_inner());
+        list.extend_from_slice(tids);
+        generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The current generation and, if it is not `seen`, every tid given so far.
+    pub fn since(&self, seen: u32) -> (u32, Vec<u32>) {
+        let (generation, list) = &*self.0;
+        let now = generation.load(Ordering::Acquire);
+        if now == seen {
+            return (now, Vec::new());
+        }
+        let list = list.lock().unwrap_or_else(|e| e.into_inner());
+        (generation.load(Ordering::Acquire), list.clone())
     }
 }
 
