@@ -110,9 +110,10 @@ impl CpuQueue {
     /// Appends to `out`, in time order, everything held up to `horizon` (inclusive),
     /// with the switches recovered before the records that reveal them; counts into
     /// `stats`. A recovered switch dated by a charge already released comes after
-    /// that charge in `out` (the recorder sorts each batch). Unfiltered records that
-    /// `foreign` says are another program's are left out of `out` (they still date a
-    /// recovered switch, as before).
+    /// that charge in `out` (the recorder sorts each batch). Records that `foreign`
+    /// says are another program's are left out of `out`, after they played their part
+    /// (a charge still dates a recovered switch, any record still tells the running
+    /// task).
     pub fn release(
         &mut self,
         horizon: u64,
@@ -161,7 +162,7 @@ impl CpuQueue {
                 if let Some(running) = self.running.filter(|r| *r != current) {
                     let at = self.switch_in_time(current, &record);
                     stats.repaired += 1;
-                    out.push(Record {
+                    let recovered = Record {
                         time: Time(at),
                         event: Event::Switch {
                             cpu: Cpu(self.cpu),
@@ -169,17 +170,28 @@ impl CpuQueue {
                             prev_state: 0,
                             next: sonda_trace::Tid(current),
                         },
-                    });
+                    };
+                    if foreign(&recovered) {
+                        stats.foreign_skipped += 1;
+                    } else {
+                        out.push(recovered);
+                    }
                 }
                 self.running = Some(match record.event {
                     Event::Switch { next, .. } => next.0,
                     _ => current,
                 });
-                stats.samples += 1;
             }
             self.last = self.last.max(time);
             self.released_charges.clear();
-            out.push(record);
+            if current == LOSS {
+                out.push(record);
+            } else if foreign(&record) {
+                stats.foreign_skipped += 1;
+            } else {
+                stats.samples += 1;
+                out.push(record);
+            }
         }
     }
 
@@ -479,6 +491,32 @@ mod tests {
         feed(&mut q, &[switch(90, 9, 0)]);
         let (out, _) = release(&mut q, u64::MAX);
         assert_eq!(out[0], recovered(60, 75, 9));
+    }
+
+    #[test]
+    fn a_foreign_wakeup_is_left_out_but_still_tells_the_running_task() {
+        // 9 (untraced, switched in unreported) wakes 8 (untraced: left out), then 75.
+        let mut q = CpuQueue::new(1);
+        feed(
+            &mut q,
+            &[switch(10, 7, 75), waking(50, 9, 8), waking(60, 9, 75)],
+        );
+        let foreign = |r: &Record| matches!(r.event, Event::Waking { wakee, .. } if wakee.0 == 8);
+        let mut out = Vec::new();
+        let mut stats = KernelStats::default();
+        q.release(u64::MAX, &mut out, &mut stats, foreign);
+        assert_eq!(
+            out,
+            [
+                switch(10, 7, 75).0,
+                recovered(50, 75, 9),
+                waking(60, 9, 75).0
+            ]
+        );
+        assert_eq!(
+            (stats.samples, stats.foreign_skipped, stats.repaired),
+            (2, 1, 1)
+        );
     }
 
     #[test]

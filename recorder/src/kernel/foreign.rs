@@ -1,4 +1,4 @@
-//! Leaving out other programs' CPU-time charges and migrations as they are released.
+//! Leaving out other programs' scheduler records as they are released.
 //!
 //! The unfiltered instance (see [`super::ftrace_source`]) records the charges and
 //! migrations of every task on the machine, because the kernel may write those of a
@@ -16,6 +16,11 @@
 //! record already read. A charge or migration of any other task stamped before `bound`
 //! is another program's and is left out; later ones cannot be judged yet and are kept. A tid
 //! reused by a new traced task is known from its creation record, which comes first.
+//!
+//! The filtered instance has other programs' records too, which the same knowledge
+//! leaves out: the kernel keeps a wakeup when the waker is traced (a server's thread
+//! waking its client, a load generator on the same machine), and the queue recovers
+//! switches between two untraced tasks. Those still tell the queue which task runs.
 //!
 //! Known tasks are never forgotten: a tid reused by another program after a traced
 //! task ended keeps its records, which the follower drops as before. With the task
@@ -67,15 +72,21 @@ impl Foreign {
         self.bound = bound;
     }
 
-    /// Whether `record`, of the unfiltered instance, is another program's.
+    /// Whether `record` is another program's: a CPU-time charge or migration of
+    /// another program's task, a wakeup of one (by a traced task: the kernel keeps it),
+    /// a switch between two of them (recovered; the kernel reports none).
     pub fn skips(&self, record: &Record) -> bool {
         if self.generation == 0 || record.time.0 >= self.bound {
             return false;
         }
+        let other = |tid: sonda_trace::Tid| !self.traced.contains(&tid.0);
         match record.event {
-            Event::CpuTime { tid, .. } | Event::Migrate { tid, .. } => {
-                !self.traced.contains(&tid.0)
-            }
+            Event::CpuTime { tid, .. } | Event::Migrate { tid, .. } => other(tid),
+            // Kept by the kernel because the waker is traced; the follower keeps the
+            // wakeups of followed threads only.
+            Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => other(wakee),
+            // Recovered between two tasks the filter does not list.
+            Event::Switch { prev, next, .. } => other(prev) && other(next),
             _ => false,
         }
     }
@@ -137,6 +148,27 @@ mod tests {
             },
         };
         assert!(f.skips(&migrate(99, 9)));
+        let waking = |time, waker, wakee| Record {
+            time: Time(time),
+            event: Event::Waking {
+                cpu: Cpu(0),
+                waker: Tid(waker),
+                wakee: Tid(wakee),
+            },
+        };
+        assert!(f.skips(&waking(70, 5, 9)));
+        assert!(!f.skips(&waking(70, 9, 6)));
+        let switch = |prev, next| Record {
+            time: Time(80),
+            event: Event::Switch {
+                cpu: Cpu(0),
+                prev: Tid(prev),
+                prev_state: 0,
+                next: Tid(next),
+            },
+        };
+        assert!(f.skips(&switch(9, 10)));
+        assert!(!f.skips(&switch(9, 6)) && !f.skips(&switch(5, 9)));
         // Not yet known to be another program's: its creation may not be read yet.
         assert!(!f.skips(&charge(100, 9)));
         assert!(!f.skips(&migrate(150, 9)));
