@@ -4,13 +4,22 @@
  * against System.nanoTime; 0 is as fast as it can) for SECONDS seconds, then print the
  * calls each made, so the recording's count can be held to it.
  *
- * Usage: java Rate THREADS RATE SECONDS
+ * PACE says how a thread ahead of its schedule waits: "spin" (the default) busy-waits,
+ * so each thread holds a CPU all the time whatever its rate, as a CPU-bound program
+ * would; "sleep" parks until the schedule catches up when it is more than 100 us ahead,
+ * so a thread uses the CPU its calls need, as a server at that rate would.
+ *
+ * Usage: java Rate THREADS RATE SECONDS [spin|sleep]
  */
 public final class Rate {
     public static void main(String[] args) throws Exception {
         int threads = Integer.parseInt(args[0]);
         long rate = Long.parseLong(args[1]);
         double seconds = Double.parseDouble(args[2]);
+        boolean sleep = args.length > 3 && args[3].equals("sleep");
+        if (args.length > 3 && !sleep && !args[3].equals("spin")) {
+            throw new IllegalArgumentException("PACE is spin or sleep, not " + args[3]);
+        }
         long[] calls = new long[threads];
         long[] sinks = new long[threads];
         Thread[] workers = new Thread[threads];
@@ -32,7 +41,11 @@ public final class Rate {
                         // Behind schedule: go on; ahead: wait for the schedule.
                         long due = start + (long) (n * 1e9 / rate);
                         while (now < due && now < end) {
-                            Thread.onSpinWait();
+                            if (sleep && due - now > 100_000) {
+                                java.util.concurrent.locks.LockSupport.parkNanos(due - now);
+                            } else {
+                                Thread.onSpinWait();
+                            }
                             now = System.nanoTime();
                         }
                     }
