@@ -22,6 +22,10 @@
 //! waking its client, a load generator on the same machine), and the queue recovers
 //! switches between two untraced tasks. Those still tell the queue which task runs.
 //!
+//! A loss in the filtered instance may have taken a creation record with it: from the
+//! first one on, nothing is left out here (the follower looks unknown tasks up in
+//! `/proc` after a loss).
+//!
 //! Known tasks are never forgotten: a tid reused by another program after a traced
 //! task ended keeps its records, which the follower drops as before. With the task
 //! filter off nothing is left out here.
@@ -41,6 +45,8 @@ pub(super) struct Foreign {
     traced: FxHashSet<u32>,
     /// Records stamped before this are left out when they are another program's.
     bound: u64,
+    /// The filtered instance lost records: nothing is left out any more.
+    given_up: bool,
 }
 
 impl Foreign {
@@ -50,6 +56,7 @@ impl Foreign {
             generation: 0,
             traced: FxHashSet::default(),
             bound: 0,
+            given_up: false,
         }
     }
 
@@ -67,6 +74,12 @@ impl Foreign {
         }
     }
 
+    /// The filtered instance lost records (or some did not decode), perhaps a task's
+    /// creation: from now on nothing is left out, the follower judges everything.
+    pub fn give_up(&mut self) {
+        self.given_up = true;
+    }
+
     /// The filtered instance has been read up to `bound` on every CPU.
     pub fn read_up_to(&mut self, bound: u64) {
         self.bound = bound;
@@ -76,7 +89,7 @@ impl Foreign {
     /// another program's task, a wakeup of one (by a traced task: the kernel keeps it),
     /// a switch between two of them (recovered; the kernel reports none).
     pub fn skips(&self, record: &Record) -> bool {
-        if self.generation == 0 || record.time.0 >= self.bound {
+        if self.generation == 0 || self.given_up || record.time.0 >= self.bound {
             return false;
         }
         let other = |tid: sonda_trace::Tid| !self.traced.contains(&tid.0);
@@ -172,5 +185,8 @@ mod tests {
         // Not yet known to be another program's: its creation may not be read yet.
         assert!(!f.skips(&charge(100, 9)));
         assert!(!f.skips(&migrate(150, 9)));
+        // After a loss, nothing.
+        f.give_up();
+        assert!(!f.skips(&charge(60, 9)));
     }
 }

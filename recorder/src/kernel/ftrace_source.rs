@@ -55,6 +55,8 @@ struct Stream {
     /// The unfiltered instance: its events go in place among the others and reveal
     /// nothing about the task running (see [`CpuQueue::unfiltered_event`]).
     unfiltered: bool,
+    /// Whether anything of it was lost or did not decode since the start.
+    damaged: bool,
 }
 
 impl Stream {
@@ -72,6 +74,7 @@ impl Stream {
             instance,
             cpus,
             unfiltered,
+            damaged: false,
         }
     }
 }
@@ -197,6 +200,11 @@ impl FtraceSource {
             .filter(|c| c.backlog)
             .map(|c| c.last_time)
             .fold(readable, u64::min);
+        if self.main.damaged {
+            // A creation record may be among what was lost: which tasks are traced is
+            // no longer known here (the follower looks them up in /proc).
+            d.foreign.give_up();
+        }
         d.foreign.read_up_to(read_up_to);
         if let Some(unfiltered) = self.unfiltered.as_mut() {
             read_stream(unfiltered, d);
@@ -248,6 +256,7 @@ fn read_cpu(
             Ok(false) => return (pages, false),
             Err(_) => {
                 d.stats.undecodable += 1;
+                stream.damaged = true;
                 return (pages, false);
             }
         }
@@ -255,6 +264,7 @@ fn read_cpu(
             Ok(p) => p,
             Err(_) => {
                 d.stats.undecodable += 1;
+                stream.damaged = true;
                 continue;
             }
         };
@@ -274,6 +284,7 @@ fn read_cpu(
                 _ => 0,
             };
             queue.lost(page.timestamp, count);
+            stream.damaged = true;
         }
         for e in page.events() {
             let e = match e {
@@ -281,6 +292,7 @@ fn read_cpu(
                 Err(_) => {
                     d.stats.undecodable += 1;
                     queue.lost(c.last_time, 0);
+                    stream.damaged = true;
                     break;
                 }
             };
@@ -291,7 +303,10 @@ fn read_cpu(
                     d.foreign.filtered(&r);
                     queue.event(r, current);
                 }
-                None => d.stats.undecodable += 1,
+                None => {
+                    d.stats.undecodable += 1;
+                    stream.damaged = true;
+                }
             }
         }
     }
@@ -318,6 +333,7 @@ fn check_loss(stream: &mut Stream, i: usize, queue: &mut CpuQueue, stopped: bool
             .saturating_sub(c.accounted.commit_overrun)
         + now.dropped.saturating_sub(c.accounted.dropped);
     if new > 0 {
+        stream.damaged = true;
         queue.lost(c.last_time, new);
     }
     c.accounted = CpuLoss { overrun, ..now };
