@@ -97,9 +97,16 @@ pub fn live_start(state: &'static State, jni: &Jni<'_>, thread: Option<Local<'_>
     let since = os::monotonic_ns();
     state.live_since.store(since, Ordering::Release);
     buffers::record(clock::now(), records::VM_INIT, 0);
-    let defined = probe::define(jni);
+    // Without methods to trace the probe class is not needed: not defined, so that a
+    // JVM holds it only when something calls it (and a second agent library, from
+    // another sonda build attached later, is not refused a class it does not need).
+    let traces = state.transformer.is_some();
+    let defined = if traces { probe::define(jni) } else { Ok(()) };
     os::urgently(|| state.threads.name_live_threads(state.jvmti, jni, thread));
     counters::NAMING_NS.set(os::monotonic_ns().saturating_sub(since));
+    if !traces {
+        return recording(state);
+    }
     if let Err(e) = defined {
         meta::warning(format!(
             "probe class {} not defined, no method is traced: {e}",

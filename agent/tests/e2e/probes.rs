@@ -5,9 +5,13 @@ use crate::common::*;
 use sonda_shm::records::{ENTER, LEAVE, LEAVE_EXCEPTION, THREAD_START, VM_INIT};
 use sonda_shm::{Clock, Geometry};
 
+/// A method filter, matching nothing here: the agent defines the probe class only when
+/// methods are to be traced.
+const PROBED: &str = "methods=ProbeCalls::none\n";
+
 fn probe_calls(clock: Clock, jvm_args: &[&str]) {
     let classes = java_classes("ProbeCalls", true);
-    let rec = Recording::new("", clock);
+    let rec = Recording::new(PROBED, clock);
     let n = 5000u64;
     let before = now(clock);
     let out = rec.run_java(
@@ -93,7 +97,7 @@ fn full_ring_drops_and_counts() {
         ring_len: 1024,
         meta_len: 1 << 20,
     };
-    let rec = Recording::with_geometry("", Clock::Monotonic, geo);
+    let rec = Recording::with_geometry(PROBED, Clock::Monotonic, geo);
     let n = 1000u64;
     let out = rec.run_java(&classes, &[], "ProbeCalls", &[&n.to_string()]);
     assert_ok(&out);
@@ -159,7 +163,11 @@ fn threads_without_a_slot_count_their_events() {
         ring_len: 1 << 20,
         meta_len: 1 << 20,
     };
-    let rec = Recording::with_geometry("gc=0\nmonitors=0\n", Clock::Monotonic, geo);
+    let rec = Recording::with_geometry(
+        &format!("{PROBED}gc=0\nmonitors=0\n"),
+        Clock::Monotonic,
+        geo,
+    );
     let n = 3000u64;
     let out = rec.run_java(&classes, &[], "ProbeCalls", &[&n.to_string()]);
     assert_ok(&out);
