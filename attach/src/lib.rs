@@ -48,7 +48,7 @@ use std::time::Duration;
 pub use error::AttachError;
 pub use protocol::{Reply, ARG_COUNT, MAX_ARG_LEN, MAX_COMMAND_LEN};
 pub use session::execute;
-pub use stage::stage_agent;
+pub use stage::{other_agents, stage_agent};
 pub use target::Target;
 
 /// How long an attach may take by default, from the first connection attempt to the

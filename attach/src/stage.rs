@@ -144,6 +144,33 @@ fn loaded_copies(pid: u32, tmp: &Path, dir_name: &str, name: &Path) -> Vec<PathB
     found
 }
 
+/// Other copies of the agent library that the JVM maps, when it does not map `agent`
+/// itself (as [`stage_agent`] returned it, in the JVM's view): files of its name at
+/// another path. Each is an agent loaded by an earlier attach of another sonda build
+/// (or from another place); the JVM keeps it until it exits, with the probe class it
+/// defined, which a new copy cannot define again. Empty when `agent` is loaded already:
+/// that copy is the one a new attach talks to, whatever else is loaded.
+pub fn other_agents(target: &Target, agent: &Path) -> Vec<PathBuf> {
+    let Ok(maps) = fs::read_to_string(format!("/proc/{}/maps", target.pid())) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = Vec::new();
+    for line in maps.lines() {
+        let Some(path) = line.splitn(6, char::is_whitespace).nth(5).map(str::trim) else {
+            continue;
+        };
+        // A file replaced since it was mapped: it is still the one loaded.
+        let path = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
+        if path == agent {
+            return Vec::new();
+        }
+        if path.file_name() == agent.file_name() && !found.iter().any(|f| f == path) {
+            found.push(path.to_path_buf());
+        }
+    }
+    found
+}
+
 /// What to do with a directory that already exists.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Existing {

@@ -121,6 +121,7 @@ pub struct Attach {
     pid: u32,
     methods: Vec<String>,
     options: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
 }
 
 impl Attach {
@@ -130,7 +131,14 @@ impl Attach {
             pid,
             methods: Vec::new(),
             options: Vec::new(),
+            env: Vec::new(),
         }
+    }
+
+    /// An environment variable of `sonda attach` (`SONDA_AGENT`).
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
     }
 
     /// Method filters, each passed as `--methods F`.
@@ -156,6 +164,7 @@ impl Attach {
             cmd.arg("--methods").arg(m);
         }
         cmd.args(&self.options);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 

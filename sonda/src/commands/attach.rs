@@ -2,13 +2,15 @@
 //!
 //! Checks what can be checked first (the filter, the agent library, that the pid is a
 //! HotSpot JVM we may attach to: `sonda_attach::Target::inspect`, which signals
-//! nothing), then hands over to the recorder with the attach as a closure: the recorder
-//! creates the buffer file where the JVM can open it (its own `/dev/shm`, found inside
-//! its root, and given to its user), turns the kernel events on, and calls it. The
-//! closure makes the agent library visible in the JVM's file system (`stage_agent`:
+//! nothing), makes the agent library visible in the JVM's file system (`stage_agent`:
 //! the same file every time, so that a later attach reuses the library HotSpot already
-//! loaded) and loads it (`load_agent`), turning the agent's refusal codes into
-//! one-line errors. While the agent is still ending an earlier recording (restoring
+//! loaded) and, when methods are to be traced, refuses a JVM that holds another copy
+//! of the library (another sonda build attached earlier: its probe class is defined
+//! for good, bound to that copy). Then it hands over to the recorder with the attach
+//! as a closure: the recorder creates the buffer file where the JVM can open it (its
+//! own `/dev/shm`, found inside its root, and given to its user), turns the kernel
+//! events on, and calls it. The closure loads the agent (`load_agent`), turning the
+//! agent's refusal codes into one-line errors. While the agent is still ending an earlier recording (restoring
 //! the classes of a sonda that was killed, which it notices at once) the load is
 //! tried again for a while.
 //!
@@ -21,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use sonda_attach::{load_agent, stage_agent, Target};
+use sonda_attach::{load_agent, other_agents, stage_agent, Target};
 use sonda_filter::MethodFilter;
 use sonda_shm::attach_codes;
 use sonda_shm::config::AgentOptions;
@@ -64,6 +66,16 @@ pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
                 .unwrap_or_default();
             anyhow!("agent library {AGENT_LIB} not found in {place} (build it with `cargo build -p sonda-agent`, or set {AGENT_ENV})")
         })?;
+    let agent = stage_agent(&target, &agent_lib)?;
+    if !methods.is_empty() {
+        if let Some(other) = other_agents(&target, &agent).first() {
+            bail!(
+                "JVM {} holds the agent of another sonda build ({}, from an earlier attach), whose probe class this build cannot replace: attach with that build, or without --methods, or restart the JVM",
+                target.pid(),
+                other.display()
+            );
+        }
+    }
     let buffer = buffer_place(&target, rec.buffer_dir.as_deref())?;
     let timeout = Duration::from_secs_f64(args.attach_timeout);
     install_stop_signals().context("cannot install signal handlers")?;
@@ -72,7 +84,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
     // Last check, so that nothing is left behind when another one fails.
     let trace = NewFile::recording(&rec.output)?;
     let (tap, metrics) = metrics.unzip();
-    let load = |buffer: &Path| load_into(&target, &agent_lib, buffer, timeout);
+    let load = |buffer: &Path| load_into(&target, &agent, buffer, timeout);
     let outcome = sonda_recorder::record(Settings {
         output: trace.handle()?,
         output_path: rec.output.clone(),
@@ -166,20 +178,20 @@ fn buffer_place(target: &Target, asked: Option<&Path>) -> anyhow::Result<BufferP
     })
 }
 
-/// Loads the agent into the JVM on the buffer file `buffer` (as the JVM sees it),
-/// trying again while the agent is still stopping an earlier recording.
+/// Loads the agent (`agent`: staged, as the JVM sees it) into the JVM on the buffer
+/// file `buffer` (as the JVM sees it), trying again while the agent is still stopping
+/// an earlier recording.
 fn load_into(
     target: &Target,
-    agent_lib: &Path,
+    agent: &Path,
     buffer: &Path,
     timeout: Duration,
 ) -> anyhow::Result<()> {
     let pid = target.pid();
-    let agent = stage_agent(target, agent_lib)?;
     let options = AgentOptions::new(buffer).encode()?;
     let started = Instant::now();
     loop {
-        let code = load_agent(target, &agent, &options, timeout)?;
+        let code = load_agent(target, agent, &options, timeout)?;
         if code == attach_codes::STOPPING && started.elapsed() < STOPPING_WAIT {
             std::thread::sleep(Duration::from_millis(100));
             continue;

@@ -746,6 +746,57 @@ fn a_second_sonda_is_refused_while_one_records_and_a_killed_one_lets_go_at_once(
 }
 
 #[test]
+fn another_builds_agent_in_the_jvm_refuses_methods_and_lets_kernel_recording_run() {
+    let _machine = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let mut program = Program::start();
+    // This build's agent, with methods: it defines the probe class for good.
+    Attach::to(program.pid)
+        .methods(["AttachLoop::work"])
+        .options(["--duration", "1"])
+        .record(&dir.path().join("first.trace"));
+    // Another build: to the JVM any other copy of the library is another library.
+    let other_dir = dir.path().join("other");
+    std::fs::create_dir(&other_dir).unwrap();
+    let other = other_dir.join("libsonda.so");
+    std::fs::copy(sonda_tests::agent(), &other).unwrap();
+    let refused = dir.path().join("refused.trace");
+    let out = Attach::to(program.pid)
+        .methods(["AttachLoop::work"])
+        .env("SONDA_AGENT", &other)
+        .record_unchecked(&refused);
+    out.assert_clean_error(&format!(
+        "JVM {} holds the agent of another sonda build ({}",
+        program.pid,
+        std::fs::canonicalize(sonda_tests::agent())
+            .unwrap()
+            .display()
+    ));
+    assert!(!refused.exists(), "a trace was left by the refused attach");
+    // Without methods the other copy records, and has nothing to warn about.
+    let kernel = dir.path().join("kernel.trace");
+    Attach::to(program.pid)
+        .env("SONDA_AGENT", &other)
+        .options(["--duration", "1"])
+        .record(&kernel);
+    let t = Trace::read(&kernel);
+    assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+    assert_eq!(t.java_name(program.threads["counter"]), Some("counter"));
+    // This build again: its copy is loaded, with the probe class it defined.
+    let again = Attach::to(program.pid)
+        .methods(["AttachLoop::work"])
+        .options(["--duration", "1"])
+        .record(&dir.path().join("again.trace"));
+    assert!(again.stderr.contains("original classes restored"));
+    let t = Trace::read(&again.trace);
+    let (enters, leaves) = t.calls(program.threads["counter"], t.method("work"));
+    assert!(!enters.is_empty() && enters.len() == leaves.len());
+    program.command("gc 1", "gcs\t1");
+    let ended = program.end();
+    assert!(ended.success && ended.stderr.is_empty(), "{}", ended.stderr);
+}
+
+#[test]
 fn error_paths_are_one_line_and_leave_nothing_behind() {
     let _machine = shared();
     let dir = tempfile::tempdir().unwrap();
