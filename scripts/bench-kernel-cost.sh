@@ -18,6 +18,9 @@
 #                records on every CPU)
 #   sonda        `sonda record` of the benchmark, collector pinned to CPU 1
 #   sonda-b      the same with another sonda build ($SONDA_B_BIN), for an A/B
+#   only:E[+E]   an ftrace instance with those events only (sched/ names without the
+#                group: only:sched_stat_runtime, only:sched_waking+sched_wakeup), to
+#                split the cost of `sched` by event
 #
 # usage: scripts/bench-kernel-cost.sh [ROUNDS] [LOOPS]     (as root; default 3, 300000)
 # Environment: CONFIGS (default "none switch sched filtered perfswitch sonda"),
@@ -58,6 +61,13 @@ run() {
         if [ "$1" = switch ]; then instance sched/sched_switch; else instance $SCHED_EVENTS; fi
         # pid 1 is never one of the benchmark's tasks.
         [ "$1" = filtered ] && echo 1 > "$INSTANCE/set_event_pid"
+        echo 1 > "$INSTANCE/tracing_on"
+        pipe
+        echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE" ;;
+    only:*)
+        local events=() e
+        IFS=+ read -r -a events <<<"${1#only:}"
+        instance "${events[@]/#/sched/}"
         echo 1 > "$INSTANCE/tracing_on"
         pipe
         echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE" ;;
