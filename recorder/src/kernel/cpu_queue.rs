@@ -310,9 +310,17 @@ mod tests {
     }
 
     fn release(q: &mut CpuQueue, horizon: u64) -> (Vec<Record>, KernelStats) {
+        release_leaving_out(q, horizon, |_| false)
+    }
+
+    fn release_leaving_out(
+        q: &mut CpuQueue,
+        horizon: u64,
+        foreign: impl Fn(&Record) -> bool,
+    ) -> (Vec<Record>, KernelStats) {
         let mut out = Vec::new();
         let mut stats = KernelStats::default();
-        q.release(horizon, &mut out, &mut stats, |_| false);
+        q.release(horizon, &mut out, &mut stats, foreign);
         (out, stats)
     }
 
@@ -483,9 +491,7 @@ mod tests {
         q.unfiltered_event(runtime(85, 9, 25).0);
         q.unfiltered_event(runtime(86, 75, 5).0);
         let foreign = |r: &Record| matches!(r.event, Event::CpuTime { tid, .. } if tid.0 == 9);
-        let mut out = Vec::new();
-        let mut stats = KernelStats::default();
-        q.release(87, &mut out, &mut stats, foreign);
+        let (out, stats) = release_leaving_out(&mut q, 87, foreign);
         assert_eq!(out, [switch(10, 7, 75).0, runtime(86, 75, 5).0]);
         assert_eq!((stats.samples, stats.foreign_skipped), (2, 1));
         feed(&mut q, &[switch(90, 9, 0)]);
@@ -502,9 +508,7 @@ mod tests {
             &[switch(10, 7, 75), waking(50, 9, 8), waking(60, 9, 75)],
         );
         let foreign = |r: &Record| matches!(r.event, Event::Waking { wakee, .. } if wakee.0 == 8);
-        let mut out = Vec::new();
-        let mut stats = KernelStats::default();
-        q.release(u64::MAX, &mut out, &mut stats, foreign);
+        let (out, stats) = release_leaving_out(&mut q, u64::MAX, foreign);
         assert_eq!(
             out,
             [
