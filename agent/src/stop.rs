@@ -1,6 +1,7 @@
 //! Stopping when the collector asks (the shared file's stop flag, set at the end of an
 //! attach): the agent turns its JVMTI events off, gives the JVM back its original
-//! classes, writes its end-of-recording warnings and counters, and says so in the
+//! classes, waits (briefly) for the calls still running the instrumented code to
+//! return, writes its end-of-recording warnings and counters, and says so in the
 //! file's header (`AgentState::Stopped`), leaving the application as it was before
 //! the agent came. The library stays loaded, idle, ready for another attach.
 //!
@@ -84,14 +85,17 @@ pub fn stop(state: &State, jni: &Jni<'_>) {
         }
     }
     if let Some(t) = &state.transformer {
-        // After an instrumentation still running on the attach thread, if any.
-        let _serial = state.transforming.lock();
-        // Frames already running replaced code (an earlier recording's, another
-        // agent's) are not this recording's to wait for.
-        let before = running_obsolete(state, jni).unwrap_or_default();
-        // The hook must stay enabled while it hands back the original bytes.
-        t.restore(state.jvmti, jni);
-        let _ = state.jvmti.set_event(Event::ClassFileLoadHook, false);
+        let before = {
+            // After an instrumentation still running on the attach thread, if any.
+            let _serial = state.transforming.lock();
+            // Frames already running replaced code (an earlier recording's, another
+            // agent's) are not this recording's to wait for.
+            let before = running_obsolete(state, jni).unwrap_or_default();
+            // The hook must stay enabled while it hands back the original bytes.
+            t.restore(state.jvmti, jni);
+            let _ = state.jvmti.set_event(Event::ClassFileLoadHook, false);
+            before
+        };
         wait_for_replaced_frames(state, jni, &before);
     }
     events::finish(state);

@@ -14,8 +14,9 @@
 //! run. So once the filtered buffers have been read up to a time `bound`, every traced
 //! task that a record stamped before `bound` can name is known: given, or created in a
 //! record already read. A charge or migration of any other task stamped before `bound`
-//! is another program's and is left out; later ones cannot be judged yet and are kept. A tid
-//! reused by a new traced task is known from its creation record, which comes first.
+//! is another program's and is left out; later ones cannot be judged yet and are kept.
+//! A tid reused by a new traced task is known from its creation record, which comes
+//! first.
 //!
 //! The filtered instance has other programs' records too, which the same knowledge
 //! leaves out: the kernel keeps a wakeup when the waker is traced (a server's thread
