@@ -116,6 +116,28 @@ fn fresh_copy(
 /// The paths (as the JVM sees them) of copies of the agent that process `pid` maps:
 /// `<tmp>/<dir_name>[-<random>]/<name>`.
 fn loaded_copies(pid: u32, tmp: &Path, dir_name: &str, name: &Path) -> Vec<PathBuf> {
+    mapped_files(pid)
+        .into_iter()
+        .filter(|path| {
+            let dir_ok = path.parent().is_some_and(|d| {
+                d.parent() == Some(tmp)
+                    && d.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n == dir_name
+                            || n.strip_prefix(dir_name)
+                                .and_then(|r| r.strip_prefix('-'))
+                                .is_some_and(|r| {
+                                    r.len() == 16 && r.bytes().all(|b| b.is_ascii_hexdigit())
+                                })
+                    })
+            });
+            dir_ok && path.file_name() == Some(name.as_os_str())
+        })
+        .collect()
+}
+
+/// The files process `pid` maps (`/proc/<pid>/maps`, in its mount namespace's view),
+/// each once, in the order of the map; none when the map cannot be read.
+fn mapped_files(pid: u32) -> Vec<PathBuf> {
     let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return Vec::new();
     };
@@ -125,19 +147,7 @@ fn loaded_copies(pid: u32, tmp: &Path, dir_name: &str, name: &Path) -> Vec<PathB
             continue;
         };
         let path = Path::new(path);
-        let dir_ok = path.parent().is_some_and(|d| {
-            d.parent() == Some(tmp)
-                && d.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                    n == dir_name
-                        || n.strip_prefix(dir_name)
-                            .and_then(|r| r.strip_prefix('-'))
-                            .is_some_and(|r| {
-                                r.len() == 16 && r.bytes().all(|b| b.is_ascii_hexdigit())
-                            })
-                })
-        });
-        if dir_ok && path.file_name() == Some(name.as_os_str()) && !found.iter().any(|f| f == path)
-        {
+        if !found.iter().any(|f| f == path) {
             found.push(path.to_path_buf());
         }
     }
@@ -151,24 +161,21 @@ fn loaded_copies(pid: u32, tmp: &Path, dir_name: &str, name: &Path) -> Vec<PathB
 /// defined, which a new copy cannot define again. Empty when `agent` is loaded already:
 /// that copy is the one a new attach talks to, whatever else is loaded.
 pub fn other_agents(target: &Target, agent: &Path) -> Vec<PathBuf> {
-    let Ok(maps) = fs::read_to_string(format!("/proc/{}/maps", target.pid())) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = Vec::new();
-    for line in maps.lines() {
-        let Some(path) = line.splitn(6, char::is_whitespace).nth(5).map(str::trim) else {
-            continue;
-        };
+    let mut others = Vec::new();
+    for path in mapped_files(target.pid()) {
         // A file replaced since it was mapped: it is still the one loaded.
-        let path = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
+        let path = match path.to_str().and_then(|p| p.strip_suffix(" (deleted)")) {
+            Some(p) => PathBuf::from(p),
+            None => path,
+        };
         if path == agent {
             return Vec::new();
         }
-        if path.file_name() == agent.file_name() && !found.iter().any(|f| f == path) {
-            found.push(path.to_path_buf());
+        if path.file_name() == agent.file_name() && !others.contains(&path) {
+            others.push(path);
         }
     }
-    found
+    others
 }
 
 /// What to do with a directory that already exists.

@@ -10,9 +10,9 @@
 //! as a closure: the recorder creates the buffer file where the JVM can open it (its
 //! own `/dev/shm`, found inside its root, and given to its user), turns the kernel
 //! events on, and calls it. The closure loads the agent (`load_agent`), turning the
-//! agent's refusal codes into one-line errors. While the agent is still ending an earlier recording (restoring
-//! the classes of a sonda that was killed, which it notices at once) the load is
-//! tried again for a while.
+//! agent's refusal codes into one-line errors. While the agent is still ending an
+//! earlier recording (restoring the classes of a sonda that was killed, which it
+//! notices at once) the load is tried again for a while.
 //!
 //! Ctrl-C, SIGTERM and SIGHUP do not kill sonda: they end the recording, which then
 //! detaches cleanly (the agent restores the JVM's classes), as `perf record` stops on
