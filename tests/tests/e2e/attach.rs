@@ -659,13 +659,7 @@ fn attach_without_methods_records_threads_gc_monitors_and_scheduling() {
     assert!(gcs >= 3, "{gcs} collections recorded, 3 made");
     // The contenders started during the recording: named by their ThreadStart; they
     // waited for the lock, on a class the trace names.
-    let named = |name: &str| {
-        t.metas.iter().find_map(|m| match m {
-            Meta::JavaThread { tid, name: n, .. } if n == name => Some(tid.0),
-            _ => None,
-        })
-    };
-    let contenders = [named("contender-1"), named("contender-2")];
+    let contenders = [t.java_tid("contender-1"), t.java_tid("contender-2")];
     assert!(contenders.iter().all(Option::is_some), "{:?}", t.metas);
     let classes: Vec<u32> = t
         .records
