@@ -18,8 +18,8 @@
 //! The recovered switch is dated by the first CPU-time charge of the arriving task on
 //! this CPU (`sched_stat_runtime`, written at the next tick or before the task leaves
 //! the CPU: its runtime is the stretch since the switch-in, in the task clock, which
-//! leaves out stolen time), never before the CPU's previous traced-task record; without such a
-//! charge among the records read so far, at its first event. Its `prev_state` is 0:
+//! leaves out stolen time), never before the CPU's previous traced-task record; without
+//! such a charge among the records read so far, at its first event. Its `prev_state` is 0:
 //! the silent task's state is unknown (it is never a followed thread, whose own records
 //! are reported).
 //!
@@ -138,11 +138,8 @@ impl CpuQueue {
                     let t = record.time.0;
                     self.released_charges.push((tid.0, t.saturating_sub(ns), t));
                 }
-                if foreign(&record) {
-                    stats.foreign_skipped += 1;
-                } else {
+                if pass(record, &foreign, out, stats) {
                     stats.samples += 1;
-                    out.push(record);
                 }
                 continue;
             }
@@ -171,11 +168,7 @@ impl CpuQueue {
                             next: sonda_trace::Tid(current),
                         },
                     };
-                    if foreign(&recovered) {
-                        stats.foreign_skipped += 1;
-                    } else {
-                        out.push(recovered);
-                    }
+                    pass(recovered, &foreign, out, stats);
                 }
                 self.running = Some(match record.event {
                     Event::Switch { next, .. } => next.0,
@@ -186,11 +179,8 @@ impl CpuQueue {
             self.released_charges.clear();
             if current == LOSS {
                 out.push(record);
-            } else if foreign(&record) {
-                stats.foreign_skipped += 1;
-            } else {
+            } else if pass(record, &foreign, out, stats) {
                 stats.samples += 1;
-                out.push(record);
             }
         }
     }
@@ -251,6 +241,22 @@ impl CpuQueue {
     pub fn held(&self) -> usize {
         self.held.len() + self.unfiltered.len()
     }
+}
+
+/// Appends `record` to `out` unless `foreign` says it is another program's (then counted
+/// as left out); says whether it went out.
+fn pass(
+    record: Record,
+    foreign: &impl Fn(&Record) -> bool,
+    out: &mut Vec<Record>,
+    stats: &mut KernelStats,
+) -> bool {
+    if foreign(&record) {
+        stats.foreign_skipped += 1;
+        return false;
+    }
+    out.push(record);
+    true
 }
 
 #[cfg(test)]

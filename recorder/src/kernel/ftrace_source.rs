@@ -84,7 +84,7 @@ struct Decoding {
     layout: PageLayout,
     decoder: SchedDecoder,
     tgids: Tgids,
-    /// Which unfiltered records are other programs', left out as they are read.
+    /// Which records are other programs', left out as the queues release them.
     foreign: Foreign,
     stats: KernelStats,
     page: Vec<u8>,

@@ -96,8 +96,9 @@ pub(crate) struct KernelStats {
     pub lost: u64,
     /// Records or pages that did not decode (never expected).
     pub undecodable: u64,
-    /// Other programs' CPU-time charges and migrations left out as they were read
-    /// (`foreign`; not in `samples`).
+    /// Other programs' records left out as they were released (`foreign`: their
+    /// charges and migrations, wakeups of their tasks, switches between two of them;
+    /// not in `samples`).
     pub foreign_skipped: u64,
     /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
     /// [`switch_repair`]).
