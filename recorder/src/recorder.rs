@@ -373,6 +373,7 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.undecodable", s.undecodable));
             if s.ftrace {
                 counters.push(c("kernel.foreign_skipped", s.foreign_skipped));
+                counters.push(c("kernel.foreign_misjudged", s.foreign_misjudged));
             }
             counters.push(c("kernel.switches_recovered", s.repaired));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
@@ -664,6 +665,7 @@ fn finish(
     let counters = rec.counters(elapsed);
     let stats = rec.live_stats();
     let lost = rec.kernel_stats.lost;
+    let misjudged = rec.kernel_stats.foreign_misjudged;
     let agent_stats = rec.agent.stats();
     let dropped = agent_stats.dropped + rec.agent.no_slot_drops();
     let tally = std::mem::take(&mut rec.tally);
@@ -689,6 +691,11 @@ fn finish(
         host::own_cpu_ns() as f64 / 1e9,
         human_size(size)
     );
+    if misjudged > 0 {
+        say!(
+            "sonda: {misjudged} new task(s) lost kernel records, left out as another program's before their creation record was read (kernel.foreign_misjudged; please report)"
+        );
+    }
     if let Some(shown) = summary_warning {
         say!(
             "sonda: the agent warned {} time(s): {shown} (all of them: sonda report {out_path})",

@@ -119,7 +119,7 @@ impl CpuQueue {
         horizon: u64,
         out: &mut Vec<Record>,
         stats: &mut KernelStats,
-        foreign: impl Fn(&Record) -> bool,
+        mut foreign: impl FnMut(&Record) -> bool,
     ) {
         loop {
             let filtered = self.held.front().map(|h| h.record.time.0);
@@ -138,7 +138,7 @@ impl CpuQueue {
                     let t = record.time.0;
                     self.released_charges.push((tid.0, t.saturating_sub(ns), t));
                 }
-                if pass(record, &foreign, out, stats) {
+                if pass(record, &mut foreign, out, stats) {
                     stats.samples += 1;
                 }
                 continue;
@@ -168,7 +168,7 @@ impl CpuQueue {
                             next: sonda_trace::Tid(current),
                         },
                     };
-                    pass(recovered, &foreign, out, stats);
+                    pass(recovered, &mut foreign, out, stats);
                 }
                 self.running = Some(match record.event {
                     Event::Switch { next, .. } => next.0,
@@ -179,7 +179,7 @@ impl CpuQueue {
             self.released_charges.clear();
             if current == LOSS {
                 out.push(record);
-            } else if pass(record, &foreign, out, stats) {
+            } else if pass(record, &mut foreign, out, stats) {
                 stats.samples += 1;
             }
         }
@@ -247,7 +247,7 @@ impl CpuQueue {
 /// as left out); says whether it went out.
 fn pass(
     record: Record,
-    foreign: &impl Fn(&Record) -> bool,
+    foreign: &mut impl FnMut(&Record) -> bool,
     out: &mut Vec<Record>,
     stats: &mut KernelStats,
 ) -> bool {

@@ -30,12 +30,25 @@
 //! Known tasks are never forgotten: a tid reused by another program after a traced
 //! task ended keeps its records, which the follower drops as before. With the task
 //! filter off nothing is left out here.
+//!
+//! The judgement rests on one assumption: a record stamped before `now - SLACK` is in
+//! the buffer when it is read (see [`super::ftrace_source`]). Were a creation record
+//! committed later than that, the new task's first records would have been left out as
+//! another program's. That is checked, not assumed: the latest record left out for each
+//! tid is remembered (for [`FORGET_AFTER_NS`]), and a creation read for a tid left out
+//! at or after its creation is counted as a misjudgement (`kernel.foreign_misjudged`,
+//! which the recorder reports and the end-to-end tests require to be zero).
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use sonda_trace::{Event, Record};
 
 use super::task_filter::Listed;
+
+/// How long the latest record left out for a tid is remembered, to check the judgement
+/// against a creation record read late (ns). Far more than a record's commit delay;
+/// forgetting bounds the memory to the tids active in the last seconds.
+const FORGET_AFTER_NS: u64 = 2_000_000_000;
 
 /// The traced tasks as the reader knows them, and how far that knowledge goes.
 pub(super) struct Foreign {
@@ -48,6 +61,12 @@ pub(super) struct Foreign {
     bound: u64,
     /// The filtered instance lost records: nothing is left out any more.
     given_up: bool,
+    /// Per tid, the time of the latest record left out naming it.
+    left_out: FxHashMap<u32, u64>,
+    /// `bound` when `left_out` was last pruned.
+    pruned_at: u64,
+    /// Creations read for tasks whose records had been left out after their creation.
+    misjudged: u64,
 }
 
 impl Foreign {
@@ -58,6 +77,9 @@ impl Foreign {
             traced: FxHashSet::default(),
             bound: 0,
             given_up: false,
+            left_out: FxHashMap::default(),
+            pruned_at: 0,
+            misjudged: 0,
         }
     }
 
@@ -72,7 +94,21 @@ impl Foreign {
     pub fn filtered(&mut self, record: &Record) {
         if let Event::NewTask { child, .. } = record.event {
             self.traced.insert(child.0);
+            if self
+                .left_out
+                .remove(&child.0)
+                .is_some_and(|t| t >= record.time.0)
+            {
+                self.misjudged += 1;
+            }
         }
+    }
+
+    /// Records of traced tasks left out as another program's: creations read after
+    /// records of the new task were judged (see the module documentation). Zero unless
+    /// the kernel committed a creation record more than `SLACK` after stamping it.
+    pub fn misjudged(&self) -> u64 {
+        self.misjudged
     }
 
     /// The filtered instance lost records (or some did not decode), perhaps a task's
@@ -84,25 +120,38 @@ impl Foreign {
     /// The filtered instance has been read up to `bound` on every CPU.
     pub fn read_up_to(&mut self, bound: u64) {
         self.bound = bound;
+        if bound.saturating_sub(self.pruned_at) > FORGET_AFTER_NS {
+            let keep_from = bound - FORGET_AFTER_NS;
+            self.left_out.retain(|_, &mut t| t >= keep_from);
+            self.pruned_at = bound;
+        }
     }
 
     /// Whether `record` is another program's: a CPU-time charge or migration of
     /// another program's task, a wakeup of one (by a traced task: the kernel keeps it),
     /// a switch between two of them (recovered; the kernel reports none).
-    pub fn skips(&self, record: &Record) -> bool {
+    pub fn skips(&mut self, record: &Record) -> bool {
         if self.generation == 0 || self.given_up || record.time.0 >= self.bound {
             return false;
         }
         let other = |tid: sonda_trace::Tid| !self.traced.contains(&tid.0);
-        match record.event {
-            Event::CpuTime { tid, .. } | Event::Migrate { tid, .. } => other(tid),
+        let (first, second) = match record.event {
+            Event::CpuTime { tid, .. } | Event::Migrate { tid, .. } if other(tid) => (tid, None),
             // Kept by the kernel because the waker is traced; the follower keeps the
             // wakeups of followed threads only.
-            Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => other(wakee),
+            Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } if other(wakee) => {
+                (wakee, None)
+            }
             // Recovered between two tasks the filter does not list.
-            Event::Switch { prev, next, .. } => other(prev) && other(next),
-            _ => false,
+            Event::Switch { prev, next, .. } if other(prev) && other(next) => (prev, Some(next)),
+            _ => return false,
+        };
+        let time = record.time.0;
+        for tid in std::iter::once(first).chain(second) {
+            let latest = self.left_out.entry(tid.0).or_insert(time);
+            *latest = (*latest).max(time);
         }
+        true
     }
 }
 
@@ -189,5 +238,36 @@ mod tests {
         // After a loss, nothing.
         f.give_up();
         assert!(!f.skips(&charge(60, 9)));
+    }
+
+    #[test]
+    fn a_creation_read_after_its_tasks_records_were_left_out_is_counted() {
+        let listed = Listed::default();
+        listed.add(&[5]);
+        let mut f = Foreign::new(listed);
+        f.refresh();
+        f.read_up_to(100);
+        let newtask = |time, child| Record {
+            time: Time(time),
+            event: Event::NewTask {
+                parent: Tid(5),
+                child: Tid(child),
+                pid: Pid(5),
+                comm: "worker".into(),
+            },
+        };
+        // 6's charge at 60 is left out; its creation, stamped at 50, comes late.
+        assert!(f.skips(&charge(60, 6)));
+        // 7 was another program's task when its charge was left out, and its tid was
+        // given to a new traced task later: no misjudgement.
+        assert!(f.skips(&charge(40, 7)));
+        f.filtered(&newtask(50, 6));
+        f.filtered(&newtask(70, 7));
+        assert_eq!(f.misjudged(), 1);
+        assert!(!f.skips(&charge(80, 6)));
+        // What is remembered is forgotten after a while.
+        assert!(f.skips(&charge(90, 8)));
+        f.read_up_to(100 + FORGET_AFTER_NS + 1);
+        assert!(f.left_out.is_empty());
     }
 }

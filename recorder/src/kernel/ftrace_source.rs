@@ -222,7 +222,7 @@ impl FtraceSource {
             }
             // Released records stamped from `read_up_to` on (another CPU's backlog,
             // the end) cannot be judged yet and are kept.
-            let foreign = &d.foreign;
+            let foreign = &mut d.foreign;
             queue.release(h, out, &mut d.stats, |r| foreign.skips(r));
         }
         Drained {
@@ -238,7 +238,10 @@ impl FtraceSource {
 
     /// What was read so far.
     pub fn stats(&self) -> KernelStats {
-        self.decoding.stats
+        KernelStats {
+            foreign_misjudged: self.decoding.foreign.misjudged(),
+            ..self.decoding.stats
+        }
     }
 }
 

@@ -100,6 +100,10 @@ pub(crate) struct KernelStats {
     /// charges and migrations, wakeups of their tasks, switches between two of them;
     /// not in `samples`).
     pub foreign_skipped: u64,
+    /// Traced tasks some of whose records were left out as another program's, their
+    /// creation record read after them (see `foreign`): never expected; each means
+    /// records missing from the trace.
+    pub foreign_misjudged: u64,
     /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
     /// [`switch_repair`]).
     pub repaired: u64,
