@@ -107,6 +107,8 @@ fn actual(root: &Path) -> Table {
 
 #[test]
 fn the_crate_table_matches_cargo_metadata() {
+    // `cargo metadata` takes a CPU for a while: never beside a test that times the machine.
+    let _machine = sonda_tests::shared();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
     let documented = documented(&doc);

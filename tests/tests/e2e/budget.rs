@@ -110,6 +110,8 @@ fn budget_removes_the_hot_method_and_keeps_the_request() {
 
 #[test]
 fn a_budget_needs_methods_and_a_percentage() {
+    // Short, but it starts the collector: never beside a test that times the machine.
+    let _machine = shared();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.trace");
     let out = run(&mut Workload::java("Budget")
