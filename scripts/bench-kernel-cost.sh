@@ -18,6 +18,12 @@
 #                records on every CPU)
 #   sonda        `sonda record` of the benchmark, collector pinned to CPU 1
 #   sonda-b      the same with another sonda build ($SONDA_B_BIN), for an A/B
+#   bystander    `sonda record` of another program (a `sleep`), the benchmark not
+#                traced: what sonda costs the other programs on the machine (a load
+#                generator beside a traced server)
+#   filter:E=F   an ftrace instance with event E only and the filter F on it (e.g.
+#                filter:sched_stat_runtime=pid==1): what an event the filter discards
+#                still costs
 #   only:E[+E]   an ftrace instance with those events only (sched/ names without the
 #                group: only:sched_stat_runtime, only:sched_waking+sched_wakeup), to
 #                split the cost of `sched` by event
@@ -71,6 +77,24 @@ run() {
         echo 1 > "$INSTANCE/tracing_on"
         pipe
         echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE" ;;
+    filter:*)
+        local spec=${1#filter:}
+        instance "sched/${spec%%=*}"
+        echo "${spec#*=}" > "$INSTANCE/events/sched/${spec%%=*}/filter"
+        echo 1 > "$INSTANCE/tracing_on"
+        pipe
+        echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE" ;;
+    bystander)
+        taskset -c 1 "$SONDA_BIN" record -o "$TMP/b.trace" -- sleep 600 2>"$TMP/sonda.err" &
+        local recorder=$!
+        # Recording once the trace has its first block.
+        for _ in $(seq 100); do [ -s "$TMP/b.trace" ] && break; sleep 0.05; done
+        sleep 0.5
+        pipe
+        pkill -INT -P "$recorder" sleep || true
+        wait "$recorder" || true
+        grep -o 'collector CPU [0-9.]* s' "$TMP/sonda.err" >&2 || cat "$TMP/sonda.err" >&2
+        rm -f "$TMP/b.trace" ;;
     perfswitch)
         perf record -q -a --switch-events -e dummy -o "$TMP/perf.data" -- \
             taskset -c 0 perf bench sched pipe -l "$LOOPS" 2>&1 | awk '/usecs\/op/{print $1}' ;;
