@@ -61,8 +61,8 @@ pub(super) struct Foreign {
     bound: u64,
     /// The filtered instance lost records: nothing is left out any more.
     given_up: bool,
-    /// Per tid, the time of the latest record left out naming it.
-    left_out: FxHashMap<u32, u64>,
+    /// Per tid, what was left out naming it.
+    left_out: FxHashMap<u32, LeftOut>,
     /// `bound` when `left_out` was last pruned.
     pruned_at: u64,
     /// Creations read for tasks whose records had been left out after their creation.
@@ -97,7 +97,7 @@ impl Foreign {
             if self
                 .left_out
                 .remove(&child.0)
-                .is_some_and(|t| t >= record.time.0)
+                .is_some_and(|l| l.latest >= record.time.0)
             {
                 self.misjudged += 1;
             }
@@ -122,7 +122,7 @@ impl Foreign {
         self.bound = bound;
         if bound.saturating_sub(self.pruned_at) > FORGET_AFTER_NS {
             let keep_from = bound - FORGET_AFTER_NS;
-            self.left_out.retain(|_, &mut t| t >= keep_from);
+            self.left_out.retain(|_, l| l.latest >= keep_from);
             self.pruned_at = bound;
         }
     }
@@ -147,12 +147,43 @@ impl Foreign {
             _ => return false,
         };
         let time = record.time.0;
+        let charge = matches!(record.event, Event::CpuTime { .. });
         for tid in std::iter::once(first).chain(second) {
-            let latest = self.left_out.entry(tid.0).or_insert(time);
-            *latest = (*latest).max(time);
+            let l = self.left_out.entry(tid.0).or_insert(LeftOut {
+                latest: time,
+                charges: 0,
+            });
+            l.latest = l.latest.max(time);
+            l.charges += u32::from(charge);
         }
         true
     }
+
+    /// Whether records are being judged at all (the filter lists tasks, nothing lost).
+    pub fn judging(&self) -> bool {
+        self.generation != 0 && !self.given_up
+    }
+
+    /// The other programs' tasks whose CPU-time charges were left out since the last
+    /// call, with how many, busiest first (for [`super::charge_filter`]).
+    pub fn take_charged(&mut self) -> Vec<(u32, u32)> {
+        let mut charged: Vec<(u32, u32)> = self
+            .left_out
+            .iter_mut()
+            .filter(|(_, l)| l.charges > 0)
+            .map(|(&tid, l)| (tid, std::mem::take(&mut l.charges)))
+            .collect();
+        charged.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        charged
+    }
+}
+
+/// What was left out naming one tid.
+struct LeftOut {
+    /// Time of the latest record.
+    latest: u64,
+    /// CPU-time charges since the last [`Foreign::take_charged`].
+    charges: u32,
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use sonda_trace::{Event, Record, Time};
 
+use super::charge_filter::ChargeFilter;
 use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
 use super::ftrace_instance::{CpuLoss, Instance};
@@ -86,6 +87,8 @@ struct Decoding {
     tgids: Tgids,
     /// Which records are other programs', left out as the queues release them.
     foreign: Foreign,
+    /// The busiest other programs' charges, left out in the kernel.
+    charges: Option<ChargeFilter>,
     stats: KernelStats,
     page: Vec<u8>,
 }
@@ -133,6 +136,9 @@ impl FtraceSource {
                 decoder,
                 tgids: Tgids::default(),
                 foreign: Foreign::new(listed),
+                charges: unfiltered
+                    .as_ref()
+                    .map(|m| ChargeFilter::new(m.event_filter("sched", "sched_stat_runtime"))),
                 stats: KernelStats {
                     ftrace: true,
                     ..KernelStats::default()
@@ -225,6 +231,9 @@ impl FtraceSource {
             let foreign = &mut d.foreign;
             queue.release(h, out, &mut d.stats, |r| foreign.skips(r));
         }
+        if let (Some(charges), false) = (d.charges.as_mut(), stopped) {
+            charges.review(readable + SLACK.as_nanos() as u64, &mut d.foreign);
+        }
         Drained {
             more,
             busiest: busiest.min(1.0),
@@ -238,8 +247,15 @@ impl FtraceSource {
 
     /// What was read so far.
     pub fn stats(&self) -> KernelStats {
+        let (named, reused) = self
+            .decoding
+            .charges
+            .as_ref()
+            .map_or((0, 0), |c| (c.named_ever, c.reused));
         KernelStats {
             foreign_misjudged: self.decoding.foreign.misjudged(),
+            charges_filtered_tasks: named,
+            charges_filter_reused: reused,
             ..self.decoding.stats
         }
     }
@@ -304,6 +320,9 @@ fn read_cpu(
                 Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r),
                 Some((r, current)) => {
                     d.foreign.filtered(&r);
+                    if let (Event::NewTask { child, .. }, Some(c)) = (&r.event, &mut d.charges) {
+                        c.created(child.0);
+                    }
                     queue.event(r, current);
                 }
                 None => {

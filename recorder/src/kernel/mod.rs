@@ -31,6 +31,7 @@
 //! public: they are pure functions of bytes, so they can be fuzzed and benchmarked
 //! without a kernel. The rest is the crate's own.
 
+mod charge_filter;
 pub(crate) mod cpu_queue;
 mod foreign;
 pub(crate) mod ftrace_instance;
@@ -104,6 +105,10 @@ pub(crate) struct KernelStats {
     /// creation record read after them (see `foreign`): never expected; each means
     /// records missing from the trace.
     pub foreign_misjudged: u64,
+    /// Other programs' tasks whose CPU-time charges the kernel was told to leave out
+    /// (see `charge_filter`), and traced tasks created with one of their tids.
+    pub charges_filtered_tasks: u64,
+    pub charges_filter_reused: u64,
     /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
     /// [`switch_repair`]).
     pub repaired: u64,

@@ -199,8 +199,59 @@ fn kernel_view(trace: &Path) -> KernelView {
 /// record was left out as another program's, `kernel.foreign_misjudged`, must say 0.)
 #[test]
 fn thread_states_agree_with_the_kernels_schedstat() {
-    // Held to schedstat within 1%: no other test on the CPUs meanwhile.
+    schedstat_agrees(None);
+}
+
+/// The same beside a busy program that is not traced (two processes passing a byte
+/// through pipes, as a load generator beside a server): the recorder tells the kernel
+/// to leave its CPU-time charges out (`recorder/src/kernel/charge_filter.rs`), and the
+/// traced threads' states still agree with schedstat.
+#[test]
+fn thread_states_agree_beside_a_busy_program_whose_charges_are_left_out() {
     let _machine = exclusive();
+    if !require_tracepoints() {
+        return;
+    }
+    let bystander = Bystander::start();
+    schedstat_agrees(Some(bystander));
+}
+
+/// Two python3 processes passing a byte back and forth until dropped.
+struct Bystander(std::process::Child);
+
+impl Bystander {
+    fn start() -> Bystander {
+        // Each half closes the other's ends: when one is killed, the other reads the
+        // end of its pipe (or fails to write) and ends too.
+        const PING_PONG: &str = "import os\n\
+            a, b = os.pipe(), os.pipe()\n\
+            parent = os.fork() != 0\n\
+            mine, theirs = (a[0], b[1]) if parent else (b[0], a[1])\n\
+            for fd in (a + b):\n    fd in (mine, theirs) or os.close(fd)\n\
+            os.write(theirs, b'x')\n\
+            while os.read(mine, 1):\n    os.write(theirs, b'x')\n";
+        let child = Command::new("python3")
+            .args(["-c", PING_PONG])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs");
+        Bystander(child)
+    }
+}
+
+impl Drop for Bystander {
+    fn drop(&mut self) {
+        // Its forked half reads a pipe whose writer is gone and ends.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn schedstat_agrees(bystander: Option<Bystander>) {
+    // Held to schedstat within 1%: no other test on the CPUs meanwhile.
+    let _machine = bystander.is_none().then(exclusive);
     if !require_tracepoints() {
         return;
     }
@@ -355,6 +406,14 @@ fn thread_states_agree_with_the_kernels_schedstat() {
     );
     // The CPU burners outnumber the CPUs: they must have waited.
     assert!(truth["cpu-burner-0"].wait > 10_000_000);
+    if bystander.is_some() {
+        // Both halves of the ping-pong are charged thousands of times a second.
+        let named = meta.counters.get("kernel.charges_filtered_tasks").copied();
+        assert!(
+            named.is_some_and(|n| n >= 2),
+            "the bystander's charges were not left out in the kernel ({counters})"
+        );
+    }
 
     // GC and monitor contention appear in the Paraver trace...
     assert!(
