@@ -21,6 +21,7 @@
 #   bystander    `sonda record` of another program (a `sleep`), the benchmark not
 #                traced: what sonda costs the other programs on the machine (a load
 #                generator beside a traced server)
+#   bystander-b  the same with $SONDA_B_BIN
 #   filter:E=F   an ftrace instance with event E only and the filter F on it (e.g.
 #                filter:sched_stat_runtime=pid==1): what an event the filter discards
 #                still costs
@@ -84,8 +85,10 @@ run() {
         echo 1 > "$INSTANCE/tracing_on"
         pipe
         echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE" ;;
-    bystander)
-        taskset -c 1 "$SONDA_BIN" record -o "$TMP/b.trace" -- sleep 600 2>"$TMP/sonda.err" &
+    bystander|bystander-b)
+        local bin=$SONDA_BIN
+        [ "$1" = bystander-b ] && bin=${SONDA_B_BIN:?bystander-b needs SONDA_B_BIN}
+        taskset -c 1 "$bin" record -o "$TMP/b.trace" -- sleep 600 2>"$TMP/sonda.err" &
         local recorder=$!
         # Recording once the trace has its first block.
         for _ in $(seq 100); do [ -s "$TMP/b.trace" ] && break; sleep 0.05; done
