@@ -137,6 +137,54 @@ fn expression(named: &[(u32, u64)]) -> String {
 mod tests {
     use super::*;
 
+    use crate::kernel::task_filter::Listed;
+    use sonda_trace::{Event, Record, Tid, Time};
+
+    fn charge(time: u64, tid: u32) -> Record {
+        Record {
+            time: Time(time),
+            event: Event::CpuTime {
+                tid: Tid(tid),
+                ns: 1000,
+            },
+        }
+    }
+
+    #[test]
+    fn a_busy_live_task_is_named_until_a_traced_task_takes_its_tid() {
+        // This test's own process plays the busy other program: /proc has it.
+        let busy = std::process::id();
+        let listed = Listed::default();
+        listed.add(&[1]);
+        let mut foreign = Foreign::new(listed);
+        foreign.refresh();
+        foreign.read_up_to(1_000_000);
+        for t in 0..BUSY {
+            assert!(foreign.skips(&charge(u64::from(t), busy)));
+        }
+        // A task that was charged a few times only is not named, nor one that ended
+        // (no such tid in /proc).
+        assert!(foreign.skips(&charge(5, busy + 1)));
+        for t in 0..BUSY {
+            assert!(foreign.skips(&charge(u64::from(t), 0x7fff_fff0)));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("filter");
+        let mut filter = ChargeFilter::new(path.clone());
+        filter.review(REVIEW, &mut foreign);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("pid != {busy}")
+        );
+        assert_eq!(filter.named_ever, 1);
+        // Its next charges are not counted again; it stays named while it lives.
+        filter.review(2 * REVIEW, &mut foreign);
+        assert_eq!(filter.named.len(), 1);
+        filter.created(busy);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "0");
+        assert_eq!(filter.reused, 1);
+    }
+
     #[test]
     fn the_expression_names_every_task_or_clears_the_filter() {
         assert_eq!(expression(&[]), "0");
