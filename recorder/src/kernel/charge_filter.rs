@@ -137,18 +137,8 @@ fn expression(named: &[(u32, u64)]) -> String {
 mod tests {
     use super::*;
 
+    use crate::kernel::foreign::charge;
     use crate::kernel::task_filter::Listed;
-    use sonda_trace::{Event, Record, Tid, Time};
-
-    fn charge(time: u64, tid: u32) -> Record {
-        Record {
-            time: Time(time),
-            event: Event::CpuTime {
-                tid: Tid(tid),
-                ns: 1000,
-            },
-        }
-    }
 
     #[test]
     fn a_busy_live_task_is_named_until_a_traced_task_takes_its_tid() {

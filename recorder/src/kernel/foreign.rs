@@ -186,21 +186,24 @@ struct LeftOut {
     charges: u32,
 }
 
+/// A CPU-time charge of 1 µs to `tid` at `time`, for tests here and in
+/// [`super::charge_filter`].
+#[cfg(test)]
+pub(super) fn charge(time: u64, tid: u32) -> Record {
+    Record {
+        time: sonda_trace::Time(time),
+        event: Event::CpuTime {
+            tid: sonda_trace::Tid(tid),
+            ns: 1000,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernel::task_filter::Listed;
     use sonda_trace::{Cpu, Pid, Tid, Time};
-
-    fn charge(time: u64, tid: u32) -> Record {
-        Record {
-            time: Time(time),
-            event: Event::CpuTime {
-                tid: Tid(tid),
-                ns: 1000,
-            },
-        }
-    }
 
     #[test]
     fn nothing_is_left_out_before_the_filter_lists_a_task() {
