@@ -136,8 +136,10 @@ impl FtraceSource {
                 decoder,
                 tgids: Tgids::default(),
                 foreign: Foreign::new(listed),
+                // `SONDA_CHARGE_FILTER=0` keeps every charge in the kernel, to compare.
                 charges: unfiltered
                     .as_ref()
+                    .filter(|_| std::env::var_os("SONDA_CHARGE_FILTER").is_none_or(|v| v != "0"))
                     .map(|m| ChargeFilter::new(m.event_filter("sched", "sched_stat_runtime"))),
                 stats: KernelStats {
                     ftrace: true,
