@@ -90,23 +90,27 @@ impl Foreign {
         self.traced.extend(tids);
     }
 
-    /// A record of the filtered instance (read before `bound` is raised).
-    pub fn filtered(&mut self, record: &Record) {
-        if let Event::NewTask { child, .. } = record.event {
-            self.traced.insert(child.0);
-            if self
-                .left_out
-                .remove(&child.0)
-                .is_some_and(|l| l.latest >= record.time.0)
-            {
-                self.misjudged += 1;
-            }
+    /// A record of the filtered instance (read before `bound` is raised); returns the
+    /// task it says a traced task created, if it is a creation.
+    pub fn filtered(&mut self, record: &Record) -> Option<u32> {
+        let Event::NewTask { child, .. } = record.event else {
+            return None;
+        };
+        self.traced.insert(child.0);
+        if self
+            .left_out
+            .remove(&child.0)
+            .is_some_and(|l| l.latest >= record.time.0)
+        {
+            self.misjudged += 1;
         }
+        Some(child.0)
     }
 
-    /// Records of traced tasks left out as another program's: creations read after
-    /// records of the new task were judged (see the module documentation). Zero unless
-    /// the kernel committed a creation record more than `SLACK` after stamping it.
+    /// Traced tasks some of whose records were left out as another program's: their
+    /// creation was read after those records were judged (see the module
+    /// documentation). Zero unless the kernel committed a creation record more than
+    /// `SLACK` after stamping it.
     pub fn misjudged(&self) -> u64 {
         self.misjudged
     }
@@ -131,7 +135,7 @@ impl Foreign {
     /// another program's task, a wakeup of one (by a traced task: the kernel keeps it),
     /// a switch between two of them (recovered; the kernel reports none).
     pub fn skips(&mut self, record: &Record) -> bool {
-        if self.generation == 0 || self.given_up || record.time.0 >= self.bound {
+        if !self.judging() || record.time.0 >= self.bound {
             return false;
         }
         let other = |tid: sonda_trace::Tid| !self.traced.contains(&tid.0);
@@ -218,21 +222,26 @@ mod tests {
         assert!(!f.skips(&charge(10, 5)));
     }
 
+    /// Task 5 (given to the filter) creates `child` at `time`.
+    fn newtask(time: u64, child: u32) -> Record {
+        Record {
+            time: Time(time),
+            event: Event::NewTask {
+                parent: Tid(5),
+                child: Tid(child),
+                pid: Pid(5),
+                comm: "worker".into(),
+            },
+        }
+    }
+
     #[test]
     fn created_tasks_are_traced_and_records_past_the_bound_wait() {
         let listed = Listed::default();
         listed.add(&[5]);
         let mut f = Foreign::new(listed);
         f.refresh();
-        f.filtered(&Record {
-            time: Time(50),
-            event: Event::NewTask {
-                parent: Tid(5),
-                child: Tid(6),
-                pid: Pid(5),
-                comm: "worker".into(),
-            },
-        });
+        assert_eq!(f.filtered(&newtask(50, 6)), Some(6));
         f.read_up_to(100);
         assert!(!f.skips(&charge(60, 6)));
         assert!(f.skips(&charge(60, 9)));
@@ -281,15 +290,6 @@ mod tests {
         let mut f = Foreign::new(listed);
         f.refresh();
         f.read_up_to(100);
-        let newtask = |time, child| Record {
-            time: Time(time),
-            event: Event::NewTask {
-                parent: Tid(5),
-                child: Tid(child),
-                pid: Pid(5),
-                comm: "worker".into(),
-            },
-        };
         // 6's charge at 60 is left out; its creation, stamped at 50, comes late.
         assert!(f.skips(&charge(60, 6)));
         // 7 was another program's task when its charge was left out, and its tid was

@@ -179,7 +179,8 @@ impl FtraceSource {
 
     /// Appends what can be released now to `out`, in time order per CPU and instance.
     pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
-        let readable = clock::monotonic().0.saturating_sub(SLACK.as_nanos() as u64);
+        let now = clock::monotonic().0;
+        let readable = now.saturating_sub(SLACK.as_nanos() as u64);
         let horizon = if self.stopped { u64::MAX } else { readable };
         self.reads = self.reads.wrapping_add(1);
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
@@ -234,7 +235,7 @@ impl FtraceSource {
             queue.release(h, out, &mut d.stats, |r| foreign.skips(r));
         }
         if let (Some(charges), false) = (d.charges.as_mut(), stopped) {
-            charges.review(readable + SLACK.as_nanos() as u64, &mut d.foreign);
+            charges.review(now, &mut d.foreign);
         }
         Drained {
             more,
@@ -321,9 +322,8 @@ fn read_cpu(
             match decode(&d.decoder, &mut d.tgids, c.cpu, e.time, e.payload) {
                 Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r),
                 Some((r, current)) => {
-                    d.foreign.filtered(&r);
-                    if let (Event::NewTask { child, .. }, Some(c)) = (&r.event, &mut d.charges) {
-                        c.created(child.0);
+                    if let (Some(child), Some(c)) = (d.foreign.filtered(&r), &mut d.charges) {
+                        c.created(child);
                     }
                     queue.event(r, current);
                 }

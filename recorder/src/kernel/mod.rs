@@ -106,8 +106,10 @@ pub(crate) struct KernelStats {
     /// records missing from the trace.
     pub foreign_misjudged: u64,
     /// Other programs' tasks whose CPU-time charges the kernel was told to leave out
-    /// (see `charge_filter`), and traced tasks created with one of their tids.
+    /// (see `charge_filter`).
     pub charges_filtered_tasks: u64,
+    /// Traced tasks created with the tid of a task so named (their first charges may
+    /// be missing).
     pub charges_filter_reused: u64,
     /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
     /// [`switch_repair`]).
