@@ -374,8 +374,6 @@ impl<W: Write> Recording<W> {
             if s.ftrace {
                 counters.push(c("kernel.foreign_skipped", s.foreign_skipped));
                 counters.push(c("kernel.foreign_misjudged", s.foreign_misjudged));
-                counters.push(c("kernel.charges_filtered_tasks", s.charges_filtered_tasks));
-                counters.push(c("kernel.charges_filter_reused", s.charges_filter_reused));
             }
             counters.push(c("kernel.switches_recovered", s.repaired));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));

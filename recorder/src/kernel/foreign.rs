@@ -61,8 +61,8 @@ pub(super) struct Foreign {
     bound: u64,
     /// The filtered instance lost records: nothing is left out any more.
     given_up: bool,
-    /// Per tid, what was left out naming it.
-    left_out: FxHashMap<u32, LeftOut>,
+    /// Per tid, the time of the latest record left out naming it.
+    left_out: FxHashMap<u32, u64>,
     /// `bound` when `left_out` was last pruned.
     pruned_at: u64,
     /// Creations read for tasks whose records had been left out after their creation.
@@ -90,21 +90,18 @@ impl Foreign {
         self.traced.extend(tids);
     }
 
-    /// A record of the filtered instance (read before `bound` is raised); returns the
-    /// task it says a traced task created, if it is a creation.
-    pub fn filtered(&mut self, record: &Record) -> Option<u32> {
-        let Event::NewTask { child, .. } = record.event else {
-            return None;
-        };
-        self.traced.insert(child.0);
-        if self
-            .left_out
-            .remove(&child.0)
-            .is_some_and(|l| l.latest >= record.time.0)
-        {
-            self.misjudged += 1;
+    /// A record of the filtered instance (read before `bound` is raised).
+    pub fn filtered(&mut self, record: &Record) {
+        if let Event::NewTask { child, .. } = record.event {
+            self.traced.insert(child.0);
+            if self
+                .left_out
+                .remove(&child.0)
+                .is_some_and(|latest| latest >= record.time.0)
+            {
+                self.misjudged += 1;
+            }
         }
-        Some(child.0)
     }
 
     /// Traced tasks some of whose records were left out as another program's: their
@@ -126,7 +123,7 @@ impl Foreign {
         self.bound = bound;
         if bound.saturating_sub(self.pruned_at) > FORGET_AFTER_NS {
             let keep_from = bound - FORGET_AFTER_NS;
-            self.left_out.retain(|_, l| l.latest >= keep_from);
+            self.left_out.retain(|_, &mut latest| latest >= keep_from);
             self.pruned_at = bound;
         }
     }
@@ -151,55 +148,16 @@ impl Foreign {
             _ => return false,
         };
         let time = record.time.0;
-        let charge = matches!(record.event, Event::CpuTime { .. });
         for tid in std::iter::once(first).chain(second) {
-            let l = self.left_out.entry(tid.0).or_insert(LeftOut {
-                latest: time,
-                charges: 0,
-            });
-            l.latest = l.latest.max(time);
-            l.charges += u32::from(charge);
+            let latest = self.left_out.entry(tid.0).or_insert(time);
+            *latest = (*latest).max(time);
         }
         true
     }
 
     /// Whether records are being judged at all (the filter lists tasks, nothing lost).
-    pub fn judging(&self) -> bool {
+    fn judging(&self) -> bool {
         self.generation != 0 && !self.given_up
-    }
-
-    /// The other programs' tasks whose CPU-time charges were left out since the last
-    /// call, with how many, busiest first (for [`super::charge_filter`]).
-    pub fn take_charged(&mut self) -> Vec<(u32, u32)> {
-        let mut charged: Vec<(u32, u32)> = self
-            .left_out
-            .iter_mut()
-            .filter(|(_, l)| l.charges > 0)
-            .map(|(&tid, l)| (tid, std::mem::take(&mut l.charges)))
-            .collect();
-        charged.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        charged
-    }
-}
-
-/// What was left out naming one tid.
-struct LeftOut {
-    /// Time of the latest record.
-    latest: u64,
-    /// CPU-time charges since the last [`Foreign::take_charged`].
-    charges: u32,
-}
-
-/// A CPU-time charge of 1 µs to `tid` at `time`, for tests here and in
-/// [`super::charge_filter`].
-#[cfg(test)]
-pub(super) fn charge(time: u64, tid: u32) -> Record {
-    Record {
-        time: sonda_trace::Time(time),
-        event: Event::CpuTime {
-            tid: sonda_trace::Tid(tid),
-            ns: 1000,
-        },
     }
 }
 
@@ -208,6 +166,16 @@ mod tests {
     use super::*;
     use crate::kernel::task_filter::Listed;
     use sonda_trace::{Cpu, Pid, Tid, Time};
+
+    fn charge(time: u64, tid: u32) -> Record {
+        Record {
+            time: Time(time),
+            event: Event::CpuTime {
+                tid: Tid(tid),
+                ns: 1000,
+            },
+        }
+    }
 
     #[test]
     fn nothing_is_left_out_before_the_filter_lists_a_task() {
@@ -241,7 +209,7 @@ mod tests {
         listed.add(&[5]);
         let mut f = Foreign::new(listed);
         f.refresh();
-        assert_eq!(f.filtered(&newtask(50, 6)), Some(6));
+        f.filtered(&newtask(50, 6));
         f.read_up_to(100);
         assert!(!f.skips(&charge(60, 6)));
         assert!(f.skips(&charge(60, 9)));

@@ -188,11 +188,6 @@ impl Instance {
         Ok(())
     }
 
-    /// The filter file of event `sys/name` (see [`super::charge_filter`]).
-    pub fn event_filter(&self, sys: &str, name: &str) -> PathBuf {
-        self.dir.join(format!("events/{sys}/{name}/filter"))
-    }
-
     /// The instance's task filter (off until tids are given to it).
     pub fn task_filter(&self) -> super::task_filter::TaskFilter {
         super::task_filter::TaskFilter::new(self.dir.clone())

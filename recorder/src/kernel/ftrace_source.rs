@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use sonda_trace::{Event, Record, Time};
 
-use super::charge_filter::ChargeFilter;
 use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
 use super::ftrace_instance::{CpuLoss, Instance};
@@ -87,8 +86,6 @@ struct Decoding {
     tgids: Tgids,
     /// Which records are other programs', left out as the queues release them.
     foreign: Foreign,
-    /// The busiest other programs' charges, left out in the kernel.
-    charges: Option<ChargeFilter>,
     stats: KernelStats,
     page: Vec<u8>,
 }
@@ -136,11 +133,6 @@ impl FtraceSource {
                 decoder,
                 tgids: Tgids::default(),
                 foreign: Foreign::new(listed),
-                // `SONDA_CHARGE_FILTER=0` keeps every charge in the kernel, to compare.
-                charges: unfiltered
-                    .as_ref()
-                    .filter(|_| std::env::var_os("SONDA_CHARGE_FILTER").is_none_or(|v| v != "0"))
-                    .map(|m| ChargeFilter::new(m.event_filter("sched", "sched_stat_runtime"))),
                 stats: KernelStats {
                     ftrace: true,
                     ..KernelStats::default()
@@ -179,8 +171,7 @@ impl FtraceSource {
 
     /// Appends what can be released now to `out`, in time order per CPU and instance.
     pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
-        let now = clock::monotonic().0;
-        let readable = now.saturating_sub(SLACK.as_nanos() as u64);
+        let readable = clock::monotonic().0.saturating_sub(SLACK.as_nanos() as u64);
         let horizon = if self.stopped { u64::MAX } else { readable };
         self.reads = self.reads.wrapping_add(1);
         let check_stats = self.stopped || self.reads.is_multiple_of(STATS_EVERY);
@@ -234,9 +225,6 @@ impl FtraceSource {
             let foreign = &mut d.foreign;
             queue.release(h, out, &mut d.stats, |r| foreign.skips(r));
         }
-        if let (Some(charges), false) = (d.charges.as_mut(), stopped) {
-            charges.review(now, &mut d.foreign);
-        }
         Drained {
             more,
             busiest: busiest.min(1.0),
@@ -250,15 +238,8 @@ impl FtraceSource {
 
     /// What was read so far.
     pub fn stats(&self) -> KernelStats {
-        let (named, reused) = self
-            .decoding
-            .charges
-            .as_ref()
-            .map_or((0, 0), |c| (c.named_ever, c.reused));
         KernelStats {
             foreign_misjudged: self.decoding.foreign.misjudged(),
-            charges_filtered_tasks: named,
-            charges_filter_reused: reused,
             ..self.decoding.stats
         }
     }
@@ -322,9 +303,7 @@ fn read_cpu(
             match decode(&d.decoder, &mut d.tgids, c.cpu, e.time, e.payload) {
                 Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r),
                 Some((r, current)) => {
-                    if let (Some(child), Some(c)) = (d.foreign.filtered(&r), &mut d.charges) {
-                        c.created(child);
-                    }
+                    d.foreign.filtered(&r);
                     queue.event(r, current);
                 }
                 None => {

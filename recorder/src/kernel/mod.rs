@@ -31,7 +31,6 @@
 //! public: they are pure functions of bytes, so they can be fuzzed and benchmarked
 //! without a kernel. The rest is the crate's own.
 
-mod charge_filter;
 pub(crate) mod cpu_queue;
 mod foreign;
 pub(crate) mod ftrace_instance;
@@ -105,12 +104,6 @@ pub(crate) struct KernelStats {
     /// creation record read after them (see `foreign`): never expected; each means
     /// records missing from the trace.
     pub foreign_misjudged: u64,
-    /// Other programs' tasks whose CPU-time charges the kernel was told to leave out
-    /// (see `charge_filter`).
-    pub charges_filtered_tasks: u64,
-    /// Traced tasks created with the tid of a task so named (their first charges may
-    /// be missing).
-    pub charges_filter_reused: u64,
     /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
     /// [`switch_repair`]).
     pub repaired: u64,

@@ -203,11 +203,12 @@ fn thread_states_agree_with_the_kernels_schedstat() {
 }
 
 /// The same beside a busy program that is not traced (two processes passing a byte
-/// through pipes, as a load generator beside a server): the recorder tells the kernel
-/// to leave its CPU-time charges out (`recorder/src/kernel/charge_filter.rs`), and the
-/// traced threads' states still agree with schedstat.
+/// through pipes, as a load generator beside a server): its charges, migrations and the
+/// switches recovered between its two processes are left out before they are ordered
+/// (`recorder/src/kernel/foreign.rs`), and the traced threads' states still agree with
+/// schedstat.
 #[test]
-fn thread_states_agree_beside_a_busy_program_whose_charges_are_left_out() {
+fn thread_states_agree_beside_a_busy_program_whose_records_are_left_out() {
     let _machine = exclusive();
     if !require_tracepoints() {
         return;
@@ -407,11 +408,12 @@ fn schedstat_agrees(bystander: Option<Bystander>) {
     // The CPU burners outnumber the CPUs: they must have waited.
     assert!(truth["cpu-burner-0"].wait > 10_000_000);
     if bystander.is_some() {
-        // Both halves of the ping-pong are charged thousands of times a second.
-        let named = meta.counters.get("kernel.charges_filtered_tasks").copied();
+        // The ping-pong makes about 100k records a second (280-390k left out in runs of
+        // this test, 3-4k without it).
+        let skipped = meta.counters.get("kernel.foreign_skipped").copied();
         assert!(
-            named.is_some_and(|n| n >= 2),
-            "the bystander's charges were not left out in the kernel ({counters})"
+            skipped.is_some_and(|n| n >= 50_000),
+            "the bystander's records were not left out ({counters})"
         );
     }
 
