@@ -28,6 +28,14 @@
 #   only:E[+E]   an ftrace instance with those events only (sched/ names without the
 #                group: only:sched_stat_runtime, only:sched_waking+sched_wakeup), to
 #                split the cost of `sched` by event
+#   bpf:M:E      BPF programs on BTF raw tracepoints instead of ftrace
+#                (scripts/kernel-cost/raw.bpf.c, loaded by scripts/kernel-cost/load.c;
+#                needs clang, bpftool, libbpf-dev and /sys/kernel/btf/vmlinux): M is
+#                empty (attached, nothing done), lookup (each event's tasks looked up
+#                in a map of traced tids that holds none: a program sonda does not
+#                trace) or write (looked up, then written to a ring buffer: a traced
+#                program); E is charges (sched_stat_runtime) or all (with
+#                sched_switch, sched_waking and sched_wakeup)
 #
 # usage: scripts/bench-kernel-cost.sh [ROUNDS] [LOOPS]     (as root; default 3, 300000)
 # Environment: CONFIGS (default "none switch sched filtered perfswitch sonda"),
@@ -59,6 +67,19 @@ instance() {
     echo mono > "$INSTANCE/trace_clock"
     echo 4096 > "$INSTANCE/buffer_size_kb"
     for e in "$@"; do [ -e "$INSTANCE/events/$e/enable" ] && echo 1 > "$INSTANCE/events/$e/enable"; done
+}
+
+# Builds the loader and raw.bpf.c for mode $1 into $TMP, once.
+bpf_build() {
+    local src=$ROOT/scripts/kernel-cost mode=$1
+    case $mode in empty | lookup | write) ;; *) echo "bench-kernel-cost.sh: bpf mode is empty, lookup or write, not $mode" >&2; exit 2 ;; esac
+    [ -f "$TMP/raw-$mode.o" ] && return
+    for tool in clang bpftool; do
+        command -v $tool >/dev/null || { echo "bench-kernel-cost.sh: $tool not found (apt-get install clang bpftool libbpf-dev)" >&2; exit 1; }
+    done
+    [ -f "$TMP/vmlinux.h" ] || bpftool btf dump file /sys/kernel/btf/vmlinux format c >"$TMP/vmlinux.h"
+    [ -x "$TMP/load" ] || gcc -O2 -o "$TMP/load" "$src/load.c" -lbpf
+    clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -DMODE_${mode^^} -I"$TMP" -c "$src/raw.bpf.c" -o "$TMP/raw-$mode.o"
 }
 
 run() {
@@ -98,6 +119,18 @@ run() {
         wait "$recorder" || true
         grep -o 'collector CPU [0-9.]* s' "$TMP/sonda.err" >&2 || cat "$TMP/sonda.err" >&2
         rm -f "$TMP/b.trace" ;;
+    bpf:*)
+        local spec=${1#bpf:} progs
+        local mode=${spec%%:*} events=${spec#*:}
+        case $events in charges) progs=charge ;; all) progs="charge sw waking wakeup" ;;
+            *) echo "bench-kernel-cost.sh: bpf events are charges or all, not $events" >&2; exit 2 ;; esac
+        bpf_build "$mode"
+        taskset -c 1 "$TMP/load" "$TMP/raw-$mode.o" $progs >"$TMP/load.out" 2>&1 &
+        local loader=$!
+        for _ in $(seq 200); do grep -q '^attached' "$TMP/load.out" && break; sleep 0.05; done
+        grep -q '^attached' "$TMP/load.out" || { echo "bench-kernel-cost.sh: $1 did not attach:" >&2; cat "$TMP/load.out" >&2; exit 1; }
+        pipe
+        kill -INT "$loader"; wait "$loader" || true ;;
     perfswitch)
         perf record -q -a --switch-events -e dummy -o "$TMP/perf.data" -- \
             taskset -c 0 perf bench sched pipe -l "$LOOPS" 2>&1 | awk '/usecs\/op/{print $1}' ;;
@@ -111,6 +144,11 @@ run() {
     *) echo "bench-kernel-cost.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
+
+# The BPF objects are built before the first round (run is called in a subshell).
+for c in $CONFIGS; do
+    case $c in bpf:*) m=${c#bpf:}; bpf_build "${m%%:*}" ;; esac
+done
 
 declare -A all
 for round in $(seq "$ROUNDS"); do
