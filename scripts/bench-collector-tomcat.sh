@@ -3,7 +3,9 @@
 # serving the examples' HelloWorldExample under `wrk -t2 -c8`, `sonda attach` with
 # binary A then B in turns (a fresh attach per window, 2 s settle, 10 s window), sonda's
 # CPU read from its threads' schedstat and the JVM's from /proc. Prints per window
-# sonda's ms of CPU a second and its share of the JVM's CPU. Throughput is not the
+# sonda's ms of CPU a second and its share of the JVM's CPU, and the JVM's bytes written
+# a second (its responses: throughput) with its CPU and system time per MB written
+# (per request, up to the response size) for what the kernel's side costs the JVM. Throughput is not the
 # question here (scripts/bench-tomcat.sh asks it); one JVM keeps the comparison paired.
 #
 # usage: A=path/to/sonda B=path/to/sonda scripts/bench-collector-tomcat.sh OUTDIR ROUNDS [attach args]
@@ -26,6 +28,9 @@ wrk -t2 -c8 -d$((30 + ROUNDS*2*16))s http://127.0.0.1:$PORT$HELLO_PATH >"$OUT/wr
 sleep 20
 HZ="$(getconf CLK_TCK)"
 jvmcpu() { local t; read -r -a t <<<"$(ticks "$JVM_PID")"; echo $((t[0] + t[1])); }
+jvmsys() { local t; read -r -a t <<<"$(ticks "$JVM_PID")"; echo "${t[1]}"; }
+# The JVM's bytes written (the responses: no access log here), for its throughput.
+jvmwrites() { awk '/^wchar:/{print $2}' "/proc/$JVM_PID/io"; }
 for r in $(seq 1 $ROUNDS); do for bin in A B; do
   b=${!bin}
   $b attach $JVM_PID -o $OUT/t-$r-$bin.trace "$@" 2>"$OUT/sonda-$r-$bin.log" & AP=$!
@@ -34,13 +39,13 @@ for r in $(seq 1 $ROUNDS); do for bin in A B; do
     sleep 0.1
   done
   sleep 2
-  s0=$(run_ns $AP); j0=$(jvmcpu); t0=$(date +%s.%N)
+  s0=$(run_ns $AP); j0=$(jvmcpu); y0=$(jvmsys); w0=$(jvmwrites); t0=$(date +%s.%N)
   sleep 10
-  s1=$(run_ns $AP); j1=$(jvmcpu); t1=$(date +%s.%N)
+  s1=$(run_ns $AP); j1=$(jvmcpu); y1=$(jvmsys); w1=$(jvmwrites); t1=$(date +%s.%N)
   kill -INT $AP; wait $AP || true; AP=
   ev=$(grep -o 'recorded [0-9]* kernel events' $OUT/sonda-$r-$bin.log | awk '{print $2}')
   [ -n "$ev" ] || die "sonda $bin gave no summary: $(tail -1 "$OUT/sonda-$r-$bin.log")"
-  python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*1000/$HZ; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}')"
+  python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*1000/$HZ; w=($w1-$w0)/1e6; y=($y1-$y0)*1000/$HZ; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}; JVM wrote {w/d:.2f} MB/s (throughput), JVM CPU {j/w:.1f} ms/MB, system {y/w:.1f} ms/MB')"
   rm -f $OUT/t-$r-$bin.trace
   sleep 3
 done; done

@@ -14,6 +14,9 @@
 #                sched_process_exit/exec, task_newtask)
 #   filtered     the same, with set_event_pid listing another task: what events of
 #                tasks left out by sonda's task filter still cost
+#   listed       the same, with set_event_pid listing the benchmark itself (and
+#                options/event-fork): every event written, as in sched, plus the pid
+#                filter's checks: what the task filter adds to a traced program
 #   perfswitch   `perf record -a --switch-events -e dummy` (perf's context-switch
 #                records on every CPU)
 #   sonda        `sonda record` of the benchmark, collector pinned to CPU 1
@@ -85,6 +88,14 @@ bpf_build() {
 run() {
     case $1 in
     none) pipe ;;
+    listed)
+        instance $SCHED_EVENTS
+        echo 1 > "$INSTANCE/options/event-fork"
+        echo 1 > "$INSTANCE/tracing_on"
+        # The shell lists itself, then becomes the benchmark, whose tasks event-fork lists.
+        bash -c 'echo $$ > "$1/set_event_pid"; exec taskset -c 0 perf bench sched pipe -l "$2"' _ "$INSTANCE" "$LOOPS" 2>&1 |
+            awk '/usecs\/op/{print $1}'
+        echo 0 > "$INSTANCE/tracing_on"; rmdir "$INSTANCE" ;;
     switch|sched|filtered)
         if [ "$1" = switch ]; then instance sched/sched_switch; else instance $SCHED_EVENTS; fi
         # pid 1 is never one of the benchmark's tasks.
