@@ -79,28 +79,29 @@ int BPF_PROG(sw, bool preempt, struct task_struct *prev, struct task_struct *nex
     return 0;
 }
 
-SEC("tp_btf/sched_waking")
-int BPF_PROG(waking, struct task_struct *p)
+/* sched_waking and sched_wakeup: the woken task and the task in whose context it is
+   woken (the waker, or what an interrupt interrupted). */
+static __always_inline void wake(u32 kind, struct task_struct *p, u64 third)
 {
 #ifndef MODE_EMPTY
     u32 waker = bpf_get_current_pid_tgid();
     int hit = is_traced(p->pid) || is_traced(waker);
 #ifdef MODE_WRITE
-    emit(3, p->pid, waker, hit);
+    emit(kind, p->pid, waker, (third << 32) | hit);
 #endif
 #endif
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(waking, struct task_struct *p)
+{
+    wake(3, p, 0);
     return 0;
 }
 
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(wakeup, struct task_struct *p)
 {
-#ifndef MODE_EMPTY
-    u32 waker = bpf_get_current_pid_tgid();
-    int hit = is_traced(p->pid) || is_traced(waker);
-#ifdef MODE_WRITE
-    emit(4, p->pid, p->wake_cpu, hit);
-#endif
-#endif
+    wake(4, p, p->wake_cpu);
     return 0;
 }
