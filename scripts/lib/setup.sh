@@ -19,6 +19,12 @@ apt_need() {
     fi
 }
 
+# apt_need_file FILE PACKAGE: installs PACKAGE unless FILE exists (headers have no
+# command to look for).
+apt_need_file() {
+    [ -e "$1" ] || apt_need "/nonexistent/$2" "$2"
+}
+
 # The tools every sonda script needs.
 setup_base() {
     apt_need javac openjdk-17-jdk-headless
@@ -28,6 +34,13 @@ setup_base() {
     apt_need mount mount
     # The live-metrics test scrapes `sonda record --metrics` with Debian's Prometheus.
     apt_need prometheus prometheus
+    # The recorder's BPF kernel source: clang compiles its programs, and libbpf-sys
+    # builds the libbpf it links (make, pkg-config, libelf and zlib headers).
+    apt_need clang clang
+    apt_need make make
+    apt_need pkg-config pkg-config
+    apt_need_file /usr/include/libelf.h libelf-dev
+    apt_need_file /usr/include/zlib.h zlib1g-dev
     if ! command -v cargo >/dev/null 2>&1; then
         echo "setup: cargo is missing; install Rust (https://rustup.rs) first" >&2
         exit 1
