@@ -371,14 +371,18 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.lost", s.lost));
             counters.push(c("kernel.samples", s.samples));
             counters.push(c("kernel.undecodable", s.undecodable));
-            if s.ftrace {
+            if s.ftrace || s.bpf {
                 counters.push(c("kernel.foreign_skipped", s.foreign_skipped));
                 counters.push(c("kernel.foreign_misjudged", s.foreign_misjudged));
             }
             counters.push(c("kernel.switches_recovered", s.repaired));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
             counters.push(c("kernel.ftrace", u64::from(s.ftrace)));
-            if !s.ftrace {
+            counters.push(c("kernel.bpf", u64::from(s.bpf)));
+            if s.bpf {
+                counters.push(c("kernel.bpf_missed", s.missed));
+            }
+            if !s.ftrace && !s.bpf {
                 counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
             }
         }

@@ -30,7 +30,7 @@ use super::{Drained, KernelStats};
 use crate::clock;
 
 /// How long after its timestamp a record is taken to be readable.
-const SLACK: Duration = Duration::from_millis(10);
+pub(super) const SLACK: Duration = Duration::from_millis(10);
 /// Most pages of one CPU read in one read (1 MiB of 4 KiB pages), so that the other
 /// CPUs' buffers are read again before they fill while a busy CPU's is being emptied.
 const MAX_PAGES: usize = 256;

@@ -1,7 +1,12 @@
 //! The kernel source of a recording: scheduler tracepoints on every CPU, decoded into
 //! trace events.
 //!
-//! Two ways to read them, tried in this order:
+//! Three ways to read them:
+//! 0. **BPF** (`bpf_source`), with `SONDA_KERNEL=bpf`: programs on the tracepoints'
+//!    BTF raw form look the tasks up in a map before writing anything, so other
+//!    programs pay a lookup instead of a record, and one stream has everything. Needs
+//!    BTF, CAP_BPF and CAP_PERFMON, and a recorder built with clang; without them the
+//!    next two are tried, in this order:
 //! 1. **ftrace** (`ftrace_source`): a private tracefs instance records the
 //!    tracepoints; switches they do not report are recovered from each event's running
 //!    task (`cpu_queue`). Needs write access to tracefs (root). On kernels where perf does not deliver
@@ -25,12 +30,18 @@
 //! - `task_filter` makes the kernel record only the traced tasks' events;
 //! - `cpu_queue` holds a CPU's ftrace events until they can be released, and recovers
 //!   the switches the tracepoint did not report from the events' running task;
+//! - `bpf_source` loads the BPF programs and reads their ring buffer (`bpf_ring`);
+//!   [`bpf_record`] decodes their records;
 //! - `reader_thread` empties everything on a thread of its own.
 //!
-//! The decoders ([`tp_format`], [`sched_events`], [`ftrace_page`], [`perf_record`]) are
+//! The decoders ([`tp_format`], [`sched_events`], [`ftrace_page`], [`perf_record`],
+//! [`bpf_record`]) are
 //! public: they are pure functions of bytes, so they can be fuzzed and benchmarked
 //! without a kernel. The rest is the crate's own.
 
+pub mod bpf_record;
+pub(crate) mod bpf_ring;
+pub(crate) mod bpf_source;
 pub(crate) mod cpu_queue;
 mod foreign;
 pub(crate) mod ftrace_instance;
@@ -49,6 +60,7 @@ pub(crate) mod tracefs;
 
 use sonda_trace::Record;
 
+use bpf_source::BpfSource;
 use ftrace_instance::{Instance, InstanceError};
 use ftrace_page::PageLayout;
 use ftrace_source::FtraceSource;
@@ -107,8 +119,13 @@ pub(crate) struct KernelStats {
     /// Switches the tracepoint did not report, recovered (see `cpu_queue` and
     /// [`switch_repair`]).
     pub repaired: u64,
-    /// Whether the tracepoints were read from an ftrace instance (else from perf).
+    /// Whether the tracepoints were read from an ftrace instance.
     pub ftrace: bool,
+    /// Whether they were read from the BPF programs (neither: from perf).
+    pub bpf: bool,
+    /// BPF program runs the kernel skipped, one being already under way on that CPU
+    /// (see `bpf_source`): events missing from the trace.
+    pub missed: u64,
     /// The perf source: the largest of the CPUs' median delays from a reported switch
     /// to its perf switch-in record, ns (see [`switch_repair`]): a few µs when the
     /// tracepoints and perf share a clock; 0 when nothing was measured.
@@ -122,6 +139,7 @@ pub(crate) struct KernelSource {
 }
 
 enum Inner {
+    Bpf(Box<BpfSource>),
     Ftrace(Box<FtraceSource>),
     Perf(Box<PerfSource>),
 }
@@ -130,6 +148,27 @@ impl KernelSource {
     /// Reads the tracepoint formats and opens them, not yet recording, on `cpus` with
     /// buffers of `ring_bytes` per CPU: an ftrace instance if possible, else perf.
     pub fn open(cpus: &[u16], ring_bytes: usize) -> Result<KernelSource, KernelError> {
+        let mut notice = None;
+        if std::env::var_os("SONDA_KERNEL").is_some_and(|v| v == "bpf") {
+            match BpfSource::open(cpus, ring_bytes) {
+                Ok(source) => {
+                    return Ok(KernelSource {
+                        inner: Inner::Bpf(Box::new(source)),
+                        notice: None,
+                    })
+                }
+                Err(e) => notice = Some(format!("sonda: no BPF kernel source ({e}); reading the scheduler tracepoints through ftrace")),
+            }
+        }
+        let mut source = Self::open_tracefs(cpus, ring_bytes)?;
+        if source.notice.is_none() {
+            source.notice = notice;
+        }
+        Ok(source)
+    }
+
+    /// The ftrace path, else perf.
+    fn open_tracefs(cpus: &[u16], ring_bytes: usize) -> Result<KernelSource, KernelError> {
         let tracefs = Tracefs::locate().map_err(tracefs_error)?;
         let mut formats = Vec::with_capacity(TRACEPOINTS.len());
         for (sys, name) in TRACEPOINTS {
@@ -181,6 +220,7 @@ impl KernelSource {
     /// recorder's follower does the filtering then).
     pub fn task_filter(&self) -> Option<task_filter::TaskFilter> {
         match &self.inner {
+            Inner::Bpf(s) => Some(s.task_filter()),
             Inner::Ftrace(s) => Some(s.task_filter()),
             Inner::Perf(_) => None,
         }
@@ -189,6 +229,7 @@ impl KernelSource {
     /// Starts recording.
     pub fn enable(&mut self) -> std::io::Result<()> {
         match &mut self.inner {
+            Inner::Bpf(s) => s.enable(),
             Inner::Ftrace(s) => s.enable(),
             Inner::Perf(s) => s.enable(),
         }
@@ -197,6 +238,7 @@ impl KernelSource {
     /// Stops recording; what is in the buffers can still be read.
     pub fn disable(&mut self) -> std::io::Result<()> {
         match &mut self.inner {
+            Inner::Bpf(s) => s.disable(),
             Inner::Ftrace(s) => s.disable(),
             Inner::Perf(s) => s.disable(),
         }
@@ -208,6 +250,7 @@ impl KernelSource {
     /// no buffer waits for another to be emptied) and how full the fullest buffer was.
     pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
         match &mut self.inner {
+            Inner::Bpf(s) => s.read(out),
             Inner::Ftrace(s) => s.read(out),
             Inner::Perf(s) => s.read(out),
         }
@@ -216,6 +259,7 @@ impl KernelSource {
     /// Bytes of one CPU's buffer.
     pub fn buffer_bytes(&self) -> usize {
         match &self.inner {
+            Inner::Bpf(s) => s.buffer_bytes(),
             Inner::Ftrace(s) => s.buffer_bytes(),
             Inner::Perf(s) => s.buffer_bytes(),
         }
@@ -224,6 +268,7 @@ impl KernelSource {
     /// What was read so far.
     pub fn stats(&self) -> KernelStats {
         match &self.inner {
+            Inner::Bpf(s) => s.stats(),
             Inner::Ftrace(s) => s.stats(),
             Inner::Perf(s) => s.stats(),
         }

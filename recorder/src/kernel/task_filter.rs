@@ -30,6 +30,11 @@
 //! between two unlisted tasks is not recorded, so the next recorded event on that CPU
 //! may reveal a "hole" between two tasks that are not followed; the follower drops it
 //! like any switch between tasks it does not follow.
+//!
+//! The BPF source (`super::bpf_source`) keeps the same tasks with a map its programs
+//! look up, filled the same way (given tasks, their creations, excluded tasks and
+//! theirs), and needs no second stream: its programs look up the task a migration or
+//! charge is about, whatever task's context the kernel writes it from.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -37,20 +42,38 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::bpf_source::BpfTasks;
+
 /// Pids per write: a write is parsed by the kernel in one piece.
 const PIDS_PER_WRITE: usize = 256;
 
-/// The filter of one ftrace instance; cloned to whoever adds tasks to it.
+/// The filter of the kernel source; cloned to whoever adds tasks to it.
 #[derive(Clone)]
 pub struct TaskFilter {
-    dir: PathBuf,
+    target: Target,
     listed: Listed,
+}
+
+/// Where the filter is kept.
+#[derive(Clone)]
+enum Target {
+    /// An ftrace instance's directory.
+    Ftrace(PathBuf),
+    /// The BPF programs' map of tasks.
+    Bpf(Arc<BpfTasks>),
 }
 
 impl TaskFilter {
     pub(super) fn new(dir: PathBuf) -> TaskFilter {
         TaskFilter {
-            dir,
+            target: Target::Ftrace(dir),
+            listed: Listed::default(),
+        }
+    }
+
+    pub(super) fn bpf(tasks: Arc<BpfTasks>) -> TaskFilter {
+        TaskFilter {
+            target: Target::Bpf(tasks),
             listed: Listed::default(),
         }
     }
@@ -58,8 +81,13 @@ impl TaskFilter {
     /// Records the events of `tids` and, from now on, of every task they create.
     /// The first call turns the filter on: before it the instance records every task.
     pub fn follow(&self, tids: &[u32]) -> std::io::Result<()> {
-        write_option(&self.dir, "options/event-fork", "1")?;
-        append(&self.dir, "set_event_pid", tids)?;
+        match &self.target {
+            Target::Ftrace(dir) => {
+                write_option(dir, "options/event-fork", "1")?;
+                append(dir, "set_event_pid", tids)?;
+            }
+            Target::Bpf(tasks) => tasks.follow(tids)?,
+        }
         self.listed.add(tids);
         Ok(())
     }
@@ -73,7 +101,10 @@ impl TaskFilter {
     /// Never records `tids` nor what they create from now on (their events already
     /// read are unaffected). Fails on kernels without `set_event_notrace_pid`.
     pub fn exclude(&self, tids: &[u32]) -> std::io::Result<()> {
-        append(&self.dir, "set_event_notrace_pid", tids)
+        match &self.target {
+            Target::Ftrace(dir) => append(dir, "set_event_notrace_pid", tids),
+            Target::Bpf(tasks) => tasks.exclude(tids),
+        }
     }
 }
 

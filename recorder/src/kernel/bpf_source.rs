@@ -1,0 +1,364 @@
+//! The kernel source read from BPF programs on the scheduler's BTF raw tracepoints
+//! (`bpf/sched.bpf.c`), one ring buffer for every CPU.
+//!
+//! Why: an ftrace tracepoint builds its record before any filter looks at it, so every
+//! task on the machine pays for the events sonda records, and sonda needed a second,
+//! unfiltered instance for the charges and migrations the kernel writes about a traced
+//! task from another task's context. A `tp_btf` program gets the tracepoint's arguments
+//! as they are and looks the tasks up in a map first: a task sonda does not trace pays
+//! a lookup, a traced one about what one ftrace instance costs (docs/overhead.md, "BPF
+//! raw tracepoints"), and one stream has everything.
+//!
+//! The records go through the same per-CPU queues as ftrace's ([`CpuQueue`]: switches
+//! the tracepoint did not report recovered from the running task each record names)
+//! and the same judgement of other programs' records ([`Foreign`]). A read:
+//! 1. note `now`, take every committed record from the ring buffer, sort each CPU's
+//!    (records written from an interrupt inside another program are reserved after it
+//!    but stamped before it);
+//! 2. hand them to their CPU's queue (migrations and charges as the unfiltered stream,
+//!    which only dates recovered switches), count the records the programs could not
+//!    write (the buffer was full) as a loss at that CPU's last record;
+//! 3. release each queue up to `now - SLACK`, as the ftrace source does.
+//!
+//! Chosen with `SONDA_KERNEL=bpf` (see [`super::KernelSource::open`]); it needs
+//! `/sys/kernel/btf/vmlinux`, CAP_BPF and CAP_PERFMON (root), and a recorder built with
+//! clang (`build.rs`).
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
+use sonda_trace::Record;
+
+use super::bpf_record::{self, BpfHit};
+use super::bpf_ring::Ring;
+use super::cpu_queue::CpuQueue;
+use super::foreign::Foreign;
+use super::ftrace_source::SLACK;
+use super::task_filter::TaskFilter;
+use super::{Drained, KernelError, KernelStats};
+use crate::clock;
+
+/// The compiled programs (`build.rs`).
+#[cfg(sonda_bpf)]
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sched.bpf.o"));
+#[cfg(not(sonda_bpf))]
+static OBJECT: &[u8] = &[];
+
+/// `tasks` values (as in the C file).
+const TRACED: u8 = 1;
+const EXCLUDED: u8 = 2;
+
+/// The programs' map of traced and excluded tasks, shared with the recorder's threads
+/// through the [`TaskFilter`].
+pub struct BpfTasks {
+    tasks: MapHandle,
+    settings: MapHandle,
+}
+
+impl BpfTasks {
+    /// Traces `tids` and what they create from now on; the first call turns the filter
+    /// on (before it, every task's events are written).
+    pub fn follow(&self, tids: &[u32]) -> io::Result<()> {
+        self.set(tids, TRACED)?;
+        // After the tasks, so that none of their events is left out in between.
+        self.settings
+            .update(&0u32.to_ne_bytes(), &1u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| io::Error::other(format!("BPF settings map: {e}")))
+    }
+
+    /// Never traces `tids` nor what they create from now on.
+    pub fn exclude(&self, tids: &[u32]) -> io::Result<()> {
+        self.set(tids, EXCLUDED)
+    }
+
+    fn set(&self, tids: &[u32], value: u8) -> io::Result<()> {
+        for tid in tids {
+            self.tasks
+                .update(&tid.to_ne_bytes(), &[value], MapFlags::ANY)
+                .map_err(|e| io::Error::other(format!("BPF tasks map, tid {tid}: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// Keys of the programs' `counts` map.
+const COUNT_LOST: u32 = 0;
+const COUNT_SKIPPED: u32 = 1;
+
+/// Tracepoints from BPF programs.
+pub struct BpfSource {
+    object: Object,
+    /// The attached programs (empty while not recording).
+    links: Vec<Link>,
+    ring: Ring,
+    /// Per CPU: records not written because the ring buffer was full (key 0), other
+    /// programs' records the task filter left out (key 1).
+    counts: MapHandle,
+    filter: TaskFilter,
+    /// Per CPU number.
+    queues: Vec<CpuQueue>,
+    /// Per CPU number: this read's records, sorted before they are queued.
+    pending: Vec<Vec<BpfHit>>,
+    /// Per CPU number: the time of the last record queued (where a loss is placed).
+    last_time: Vec<u64>,
+    /// Per CPU number: the counts of lost records already passed on.
+    accounted: Vec<u64>,
+    foreign: Foreign,
+    stats: KernelStats,
+    /// Bytes of ring buffer per CPU, as asked.
+    ring_bytes: usize,
+    stopped: bool,
+}
+
+/// The programs, attached in this order (creations before the events of what they
+/// create).
+const PROGRAMS: [&str; 11] = [
+    "task_newtask",
+    "sched_process_free",
+    "sched_process_exec",
+    "sched_process_exit",
+    "task_rename",
+    "sched_wakeup_new",
+    "sched_waking",
+    "sched_wakeup",
+    "sched_migrate_task",
+    "sched_stat_runtime",
+    "sched_switch",
+];
+
+fn bpf_error(what: &str, e: libbpf_rs::Error) -> KernelError {
+    let text = format!("BPF scheduler programs: {what}: {e}");
+    match e.kind() {
+        libbpf_rs::ErrorKind::PermissionDenied => KernelError::Permission(text),
+        _ => KernelError::Other(text),
+    }
+}
+
+impl BpfSource {
+    /// Loads the programs, not yet attached, with a ring buffer of `ring_bytes` per CPU
+    /// of `cpus` (one buffer for all, rounded up to a power of two).
+    pub fn open(cpus: &[u16], ring_bytes: usize) -> Result<BpfSource, KernelError> {
+        if OBJECT.is_empty() {
+            return Err(KernelError::Other(
+                "this sonda was built without its BPF programs (no clang at build time)".into(),
+            ));
+        }
+        if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            return Err(KernelError::Other(
+                "the kernel has no BTF (/sys/kernel/btf/vmlinux)".into(),
+            ));
+        }
+        // libbpf's own messages would go to stderr; its errors come back as values.
+        libbpf_rs::set_print(None);
+        let size = (ring_bytes.max(1 << 16) * cpus.len().max(1))
+            .next_power_of_two()
+            .min(1 << 30);
+        let mut open = ObjectBuilder::default()
+            .name("sonda")
+            .map_err(|e| bpf_error("name", e))?
+            .open_memory(OBJECT)
+            .map_err(|e| bpf_error("open", e))?;
+        for mut map in open.maps_mut() {
+            if map.name() == "records" {
+                map.set_max_entries(size as u32)
+                    .map_err(|e| bpf_error("ring buffer size", e))?;
+            }
+        }
+        let object = open.load().map_err(|e| bpf_error("load", e))?;
+        let map = |name: &str| -> Result<MapHandle, KernelError> {
+            let m = object
+                .maps()
+                .find(|m| m.name() == name)
+                .ok_or_else(|| KernelError::Other(format!("BPF object has no map {name}")))?;
+            MapHandle::try_from(&m).map_err(|e| bpf_error(name, e))
+        };
+        let records = map("records")?;
+        let ring = Ring::map(records.as_fd(), size)
+            .map_err(|e| KernelError::Other(format!("cannot map the BPF ring buffer: {e}")))?;
+        let tasks = Arc::new(BpfTasks {
+            tasks: map("tasks")?,
+            settings: map("settings")?,
+        });
+        let filter = TaskFilter::bpf(tasks);
+        let foreign = Foreign::new(filter.listed());
+        let counts = map("counts")?;
+        Ok(BpfSource {
+            object,
+            links: Vec::new(),
+            ring,
+            counts,
+            filter,
+            queues: Vec::new(),
+            pending: Vec::new(),
+            last_time: Vec::new(),
+            accounted: Vec::new(),
+            foreign,
+            stats: KernelStats {
+                bpf: true,
+                ..KernelStats::default()
+            },
+            ring_bytes,
+            stopped: false,
+        })
+    }
+
+    /// The programs' task filter, for the recorder to give it the traced tasks.
+    pub fn task_filter(&self) -> TaskFilter {
+        self.filter.clone()
+    }
+
+    /// Attaches the programs.
+    pub fn enable(&mut self) -> io::Result<()> {
+        for name in PROGRAMS {
+            let prog = self
+                .object
+                .progs_mut()
+                .find(|p| p.name() == name)
+                .ok_or_else(|| io::Error::other(format!("BPF object has no program {name}")))?;
+            let link = prog
+                .attach()
+                .map_err(|e| io::Error::other(format!("cannot attach BPF program {name}: {e}")))?;
+            self.links.push(link);
+        }
+        Ok(())
+    }
+
+    /// Detaches the programs; the next read takes everything left.
+    pub fn disable(&mut self) -> io::Result<()> {
+        self.stats.missed = self.missed();
+        self.stopped = true;
+        self.links.clear();
+        Ok(())
+    }
+
+    fn grow(&mut self, cpu: usize) {
+        while self.queues.len() <= cpu {
+            self.queues.push(CpuQueue::new(self.queues.len() as u16));
+            self.pending.push(Vec::new());
+            self.last_time.push(0);
+            self.accounted.push(0);
+        }
+    }
+
+    /// Appends what can be released now to `out`, in time order per CPU.
+    pub fn read(&mut self, out: &mut Vec<Record>) -> Drained {
+        let readable = clock::monotonic().0.saturating_sub(SLACK.as_nanos() as u64);
+        let horizon = if self.stopped { u64::MAX } else { readable };
+        self.foreign.refresh();
+        let mut undecodable = 0;
+        let mut hits = Vec::new();
+        let consumed = self.ring.consume(|bytes| match bpf_record::decode(bytes) {
+            Some(hit) => hits.push(hit),
+            None => undecodable += 1,
+        });
+        for hit in hits {
+            let cpu = usize::from(hit.cpu);
+            self.grow(cpu);
+            self.pending[cpu].push(hit);
+        }
+        if undecodable > 0 {
+            // Never expected (the layout is this crate's own): whatever was lost with
+            // them, nothing is judged another program's from now on.
+            self.stats.undecodable += undecodable;
+            self.foreign.give_up();
+        }
+        for cpu in 0..self.pending.len() {
+            let pending = &mut self.pending[cpu];
+            pending.sort_by_key(|h| h.record.time);
+            let queue = &mut self.queues[cpu];
+            for hit in pending.drain(..) {
+                self.last_time[cpu] = self.last_time[cpu].max(hit.record.time.0);
+                if hit.side {
+                    queue.unfiltered_event(hit.record);
+                } else {
+                    self.foreign.filtered(&hit.record);
+                    queue.event(hit.record, hit.current);
+                }
+            }
+        }
+        self.check_loss();
+        self.foreign.read_up_to(readable);
+        for queue in &mut self.queues {
+            let foreign = &mut self.foreign;
+            queue.release(horizon, out, &mut self.stats, |r| foreign.skips(r));
+        }
+        Drained {
+            more: false,
+            busiest: (consumed as f64 / self.ring.size() as f64).min(1.0),
+        }
+    }
+
+    /// Passes on the records the programs could not write, per CPU, at that CPU's last
+    /// record read.
+    fn check_loss(&mut self) {
+        for (cpu, now) in self.per_cpu(COUNT_LOST).into_iter().enumerate() {
+            if now == 0 {
+                continue;
+            }
+            self.grow(cpu);
+            let new = now.saturating_sub(self.accounted[cpu]);
+            if new > 0 {
+                self.accounted[cpu] = now;
+                self.queues[cpu].lost(self.last_time[cpu], new);
+                // A creation may be among them.
+                self.foreign.give_up();
+            }
+        }
+    }
+
+    /// Bytes of ring buffer per CPU, as asked (one buffer holds every CPU's).
+    pub fn buffer_bytes(&self) -> usize {
+        self.ring_bytes
+    }
+
+    /// Runs of the programs the kernel skipped because one was already running on
+    /// that CPU (`recursion_misses`: a tracepoint hit from an interrupt while the
+    /// same program ran in the task it interrupted): events not written, on no
+    /// known CPU.
+    fn missed(&self) -> u64 {
+        self.object
+            .progs()
+            .filter_map(|p| {
+                let mut info = libbpf_sys::bpf_prog_info::default();
+                let mut len = std::mem::size_of_val(&info) as u32;
+                // SAFETY: `info` is a zeroed bpf_prog_info of `len` bytes (no array
+                // fields asked for, so the kernel writes nothing else), the fd is the
+                // loaded program's, open while `self.object` lives.
+                let rc = unsafe {
+                    libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len)
+                };
+                (rc == 0).then_some(info.recursion_misses)
+            })
+            .sum()
+    }
+
+    /// One of the programs' per-CPU counts (`counts` in sched.bpf.c), by CPU number;
+    /// empty if the map cannot be read.
+    fn per_cpu(&self, key: u32) -> Vec<u64> {
+        let Ok(Some(values)) = self.counts.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY) else {
+            return Vec::new();
+        };
+        values
+            .iter()
+            .map(|bytes| {
+                bytes
+                    .get(..8)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_ne_bytes)
+            })
+            .collect()
+    }
+
+    /// What was read so far; `foreign_skipped` counts the records the programs left
+    /// out (they never reach the collector).
+    pub fn stats(&self) -> KernelStats {
+        KernelStats {
+            foreign_misjudged: self.foreign.misjudged(),
+            foreign_skipped: self.stats.foreign_skipped
+                + self.per_cpu(COUNT_SKIPPED).iter().sum::<u64>(),
+            ..self.stats
+        }
+    }
+}
