@@ -21,6 +21,7 @@ pub struct Workload {
     args: Vec<OsString>,
     methods: Vec<String>,
     options: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
 }
 
 impl Workload {
@@ -38,7 +39,14 @@ impl Workload {
             args: Vec::new(),
             methods: Vec::new(),
             options: Vec::new(),
+            env: Vec::new(),
         }
+    }
+
+    /// An environment variable of `sonda record` (and so of the program).
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
     }
 
     /// Options of the JVM, before `-cp`.
@@ -91,6 +99,7 @@ impl Workload {
     pub fn record_command(&self, trace: &Path) -> Command {
         let mut cmd = Command::new(sonda());
         cmd.arg("record").arg("-o").arg(trace).args(&self.options);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         for m in &self.methods {
             cmd.arg("--methods").arg(m);
         }

@@ -57,6 +57,11 @@ fn within(measured: u64, truth: u64) -> bool {
     measured.abs_diff(truth) <= tolerance
 }
 
+/// Whether `truth` lies in `low..=high` widened by [`within`]'s tolerance.
+fn within_range(low: u64, high: u64, truth: u64) -> bool {
+    within(low, truth) || within(high, truth) || (low..=high).contains(&truth)
+}
+
 fn pct(measured: u64, truth: u64) -> f64 {
     (measured as f64 - truth as f64) * 100.0 / truth.max(1) as f64
 }
@@ -74,6 +79,10 @@ struct KernelView {
     queued_by_records: HashMap<Tid, Vec<(u64, u64)>>,
     /// Times of the thread's `Migrate` records.
     migrations: HashMap<Tid, Vec<u64>>,
+    /// (begin, end) of each span from a switch-out asleep to a switch-in with no
+    /// wakeup recorded between (`kernel.unseen_wakeups`): the thread waited for a CPU
+    /// for somewhere between none and all of it.
+    unseen: HashMap<Tid, Vec<(u64, u64)>>,
 }
 
 /// One thread, as the kernel's delayed dequeue sees it.
@@ -85,6 +94,8 @@ struct Queue {
     waking: bool,
     /// Moved while asleep with no wakeup under way, at this time.
     since: Option<u64>,
+    /// Switched out asleep at this time, no wakeup recorded since.
+    out_asleep: Option<u64>,
 }
 
 impl KernelView {
@@ -107,13 +118,23 @@ impl KernelView {
                 ..
             } => {
                 let out = SwitchOut::from_prev_state(prev_state);
-                queues.entry(prev).or_default().asleep =
-                    !matches!(out, SwitchOut::Runnable | SwitchOut::Dead);
+                let asleep = !matches!(out, SwitchOut::Runnable | SwitchOut::Dead);
+                let q = queues.entry(prev).or_default();
+                q.asleep = asleep;
+                q.out_asleep = asleep.then_some(time);
+                if let Some(begin) = queues.entry(next).or_default().out_asleep.take() {
+                    self.unseen.entry(next).or_default().push((begin, time));
+                }
                 end(next, queues);
                 queues.entry(next).or_default().waking = false;
             }
-            Event::Waking { wakee, .. } => queues.entry(wakee).or_default().waking = true,
+            Event::Waking { wakee, .. } => {
+                let q = queues.entry(wakee).or_default();
+                q.waking = true;
+                q.out_asleep = None;
+            }
             Event::Wakeup { wakee, .. } => {
+                queues.entry(wakee).or_default().out_asleep = None;
                 if queues.entry(wakee).or_default().asleep {
                     end(wakee, queues);
                 }
@@ -199,7 +220,15 @@ fn kernel_view(trace: &Path) -> KernelView {
 /// record was left out as another program's, `kernel.foreign_misjudged`, must say 0.)
 #[test]
 fn thread_states_agree_with_the_kernels_schedstat() {
-    schedstat_agrees(None);
+    schedstat_agrees(None, Source::Default);
+}
+
+/// The same with the scheduler tracepoints read by BPF programs (`SONDA_KERNEL=bpf`,
+/// `recorder/src/kernel/bpf_source.rs`): another reader of the same tracepoints, held
+/// to the same truth.
+#[test]
+fn thread_states_agree_with_the_kernels_schedstat_read_through_bpf() {
+    schedstat_agrees(None, Source::Bpf);
 }
 
 /// The same beside a busy program that is not traced (two processes passing a byte
@@ -214,7 +243,35 @@ fn thread_states_agree_beside_a_busy_program_whose_records_are_left_out() {
         return;
     }
     let bystander = Bystander::start();
-    schedstat_agrees(Some(bystander));
+    schedstat_agrees(Some(bystander), Source::Default);
+}
+
+/// The same through BPF, whose programs leave the bystander's records out in the
+/// kernel (counted in `kernel.foreign_skipped` all the same).
+#[test]
+fn thread_states_agree_beside_a_busy_program_read_through_bpf() {
+    let _machine = exclusive();
+    if !require_tracepoints() {
+        return;
+    }
+    let bystander = Bystander::start();
+    schedstat_agrees(Some(bystander), Source::Bpf);
+}
+
+/// How the recorder reads the scheduler tracepoints.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    /// Its default (ftrace).
+    Default,
+    /// BPF programs; the test fails if the recorder falls back to another source.
+    /// On this project's machines (Firecracker guests, 6.18) the kernel does not run
+    /// them for a wakeup done from an interrupt that came while one of the guest
+    /// agent's threads (pid 1) ran, where ftrace's probe on the same tracepoint
+    /// records it: 13 of 13 such wakeups in 20 s missed, 0 to 6 per run of this test
+    /// (docs/overhead.md, "BPF kernel source"). Each is counted in
+    /// `kernel.unseen_wakeups` and leaves that wait unknown within its span, which
+    /// is what the test holds it to.
+    Bpf,
 }
 
 /// Two python3 processes passing a byte back and forth until dropped.
@@ -250,7 +307,7 @@ impl Drop for Bystander {
     }
 }
 
-fn schedstat_agrees(bystander: Option<Bystander>) {
+fn schedstat_agrees(bystander: Option<Bystander>, source: Source) {
     // Held to schedstat within 1%: no other test on the CPUs meanwhile.
     let _machine = bystander.is_none().then(exclusive);
     if !require_tracepoints() {
@@ -258,10 +315,11 @@ fn schedstat_agrees(bystander: Option<Bystander>) {
     }
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("mix.trace");
-    let stdout = Workload::java("SchedMix")
-        .args([dir.path().as_os_str(), "3".as_ref()])
-        .record(&trace)
-        .stdout;
+    let mut workload = Workload::java("SchedMix").args([dir.path().as_os_str(), "3".as_ref()]);
+    if source == Source::Bpf {
+        workload = workload.env("SONDA_KERNEL", "bpf");
+    }
+    let stdout = workload.record(&trace).stdout;
     assert!(
         stdout.contains("DONE 8 threads"),
         "workload output: {stdout}"
@@ -302,6 +360,13 @@ fn schedstat_agrees(bystander: Option<Bystander>) {
     eprintln!("{counters}");
 
     let mut failures = Vec::new();
+    let bpf = meta.counters.get("kernel.bpf") == Some(&1);
+    if bpf != (source == Source::Bpf) {
+        failures.push(format!(
+            "read through BPF: {bpf}, asked: {}",
+            source == Source::Bpf
+        ));
+    }
     if meta.counters.get("kernel.foreign_misjudged") != Some(&0) {
         failures.push("records of traced tasks were left out as another program's".into());
     }
@@ -377,9 +442,31 @@ fn schedstat_agrees(bystander: Option<Bystander>) {
                 s.run
             ));
         }
-        if !within(kernel_wait_ns, s.wait) {
+        // A wakeup the kernel did not report leaves the wait before that switch-in
+        // unknown, between none and all of the time off the CPU: the truth must lie in
+        // that range (never seen with ftrace; see `Source::Bpf`).
+        let unseen: Vec<u64> = kernel
+            .unseen
+            .get(&tid)
+            .into_iter()
+            .flatten()
+            .filter(|&&(_, end)| end <= s.when)
+            .map(|&(begin, end)| end - begin)
+            .collect();
+        let unseen_ns: u64 = unseen.iter().sum();
+        if !unseen.is_empty() {
+            eprintln!(
+                "{name:>14} tid {:>7}: {} wakeup(s) unseen, off the CPU {:?} ns: waiting {kernel_wait_ns}..{} ns against {}",
+                s.tid,
+                unseen.len(),
+                unseen,
+                kernel_wait_ns + unseen_ns,
+                s.wait
+            );
+        }
+        if !within_range(kernel_wait_ns, kernel_wait_ns + unseen_ns, s.wait) {
             failures.push(format!(
-                "{name}: waiting for a CPU {wait_ns} ns in the trace, + {queued_ns} ns asleep on a run queue = {kernel_wait_ns} ns, {} ns in schedstat",
+                "{name}: waiting for a CPU {wait_ns} ns in the trace, + {queued_ns} ns asleep on a run queue = {kernel_wait_ns} ns (+ up to {unseen_ns} ns before unseen wakeups), {} ns in schedstat",
                 s.wait
             ));
         }
