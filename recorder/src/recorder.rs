@@ -381,6 +381,7 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.bpf", u64::from(s.bpf)));
             if s.bpf {
                 counters.push(c("kernel.bpf_missed", s.missed));
+                counters.push(c("kernel.wakeups_recovered", s.wakeups_recovered));
             }
             if !s.ftrace && !s.bpf {
                 counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));

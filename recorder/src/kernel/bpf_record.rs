@@ -9,6 +9,10 @@
 //! 48 filename [256]  (exec only)
 //! ```
 //!
+//! A switch's text holds the run-queue wait ending with its switch-in as the kernel
+//! measures it (`u64` at 32, all ones when not known) and flags (`u8` at 40: 1 the task
+//! leaving is traced, 2 the one arriving is).
+//!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's
 //! structures through BTF relocations), so no format file is read.
@@ -45,7 +49,14 @@ pub struct BpfHit {
     /// which take part in the per-CPU queue only to date recovered switches
     /// (`CpuQueue::unfiltered_event`).
     pub side: bool,
+    /// A switch: the kernel's run-queue wait of the task arriving, ending now (`None`
+    /// when not known or not traced).
+    pub wait_ns: Option<u64>,
+    /// A switch: whether the task leaving is traced.
+    pub prev_traced: bool,
 }
+
+const PREV_TRACED: u8 = 1;
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
@@ -75,13 +86,18 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
     let (a, bb, c) = (u32_at(b, 16)?, u32_at(b, 20)?, u64_at(b, 24)?);
     let text = || str_at(b, 32, 16);
     let mut side = false;
+    let (mut wait_ns, mut prev_traced) = (None, false);
     let event = match kind {
-        K_SWITCH => Event::Switch {
-            cpu: Cpu(cpu),
-            prev: Tid(a),
-            prev_state: c,
-            next: Tid(bb),
-        },
+        K_SWITCH => {
+            wait_ns = Some(u64_at(b, 32)?).filter(|&w| w != u64::MAX);
+            prev_traced = b.get(40)? & PREV_TRACED != 0;
+            Event::Switch {
+                cpu: Cpu(cpu),
+                prev: Tid(a),
+                prev_state: c,
+                next: Tid(bb),
+            }
+        }
         K_WAKING => Event::Waking {
             cpu: Cpu(cpu),
             waker: Tid(current),
@@ -132,6 +148,8 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         current,
         cpu,
         side,
+        wait_ns,
+        prev_traced,
     })
 }
 
@@ -167,7 +185,13 @@ pub(crate) mod tests {
 
     #[test]
     fn each_kind_decodes_to_its_event() {
-        let hit = decode(&raw(5, 10, K_SWITCH, 1, 10, 11, 0x1, "")).unwrap();
+        let mut switch = raw(5, 10, K_SWITCH, 1, 10, 11, 0x1, "");
+        switch[32..40].copy_from_slice(&1234u64.to_ne_bytes());
+        switch[40] = PREV_TRACED;
+        let hit = decode(&switch).unwrap();
+        assert_eq!((hit.wait_ns, hit.prev_traced), (Some(1234), true));
+        switch[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(decode(&switch).unwrap().wait_ns, None);
         assert_eq!(
             hit.record.event,
             Event::Switch {

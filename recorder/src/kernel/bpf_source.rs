@@ -33,6 +33,7 @@ use sonda_trace::Record;
 
 use super::bpf_record::{self, BpfHit};
 use super::bpf_ring::Ring;
+use super::bpf_wakes::UnseenWakes;
 use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
 use super::ftrace_source::SLACK;
@@ -106,6 +107,8 @@ pub struct BpfSource {
     /// Per CPU number: the counts of lost records already passed on.
     accounted: Vec<u64>,
     foreign: Foreign,
+    /// Wakeups the programs did not see, made up from the kernel's run-queue wait.
+    wakes: UnseenWakes,
     stats: KernelStats,
     /// Bytes of ring buffer per CPU, as asked.
     ring_bytes: usize,
@@ -195,6 +198,7 @@ impl BpfSource {
             last_time: Vec::new(),
             accounted: Vec::new(),
             foreign,
+            wakes: UnseenWakes::default(),
             stats: KernelStats {
                 bpf: true,
                 ..KernelStats::default()
@@ -253,6 +257,13 @@ impl BpfSource {
             Some(hit) => hits.push(hit),
             None => undecodable += 1,
         });
+        // In ring order (see `bpf_wakes`); each made-up wakeup goes out as is: it
+        // names no running task, and the recorder's watermark puts it in time order.
+        let mut made = Vec::new();
+        for hit in &hits {
+            made.extend(self.wakes.see(hit));
+        }
+        self.wakes.end_of_read();
         for hit in hits {
             let cpu = usize::from(hit.cpu);
             self.grow(cpu);
@@ -284,6 +295,8 @@ impl BpfSource {
             let foreign = &mut self.foreign;
             queue.release(horizon, out, &mut self.stats, |r| foreign.skips(r));
         }
+        self.stats.samples += made.len() as u64;
+        out.extend(made);
         Drained {
             more: false,
             busiest: (consumed as f64 / self.ring.size() as f64).min(1.0),
@@ -356,6 +369,7 @@ impl BpfSource {
     pub fn stats(&self) -> KernelStats {
         KernelStats {
             foreign_misjudged: self.foreign.misjudged(),
+            wakeups_recovered: self.wakes.recovered(),
             foreign_skipped: self.stats.foreign_skipped
                 + self.per_cpu(COUNT_SKIPPED).iter().sum::<u64>(),
             ..self.stats
