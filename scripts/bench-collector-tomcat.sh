@@ -34,7 +34,7 @@ jvmwrites() { awk '/^wchar:/{print $2}' "/proc/$JVM_PID/io"; }
 for r in $(seq 1 $ROUNDS); do for bin in A B; do
   b=${!bin}
   $b attach $JVM_PID -o $OUT/t-$r-$bin.trace "$@" 2>"$OUT/sonda-$r-$bin.log" & AP=$!
-  until grep -q 'attached to JVM' "$OUT/sonda-$r-$bin.log"; do
+  until grep -qs 'attached to JVM' "$OUT/sonda-$r-$bin.log"; do
     kill -0 "$AP" 2>/dev/null || die "sonda $bin did not attach: $(tail -1 "$OUT/sonda-$r-$bin.log")"
     sleep 0.1
   done

@@ -276,7 +276,7 @@ attach() {
     ATTACH_PID=$!
     ATTACH_LOG="$log"
     ATTACH_CFG="$cfg"
-    until grep -q 'attached to JVM' "$log"; do
+    until grep -qs 'attached to JVM' "$log"; do
         kill -0 "$ATTACH_PID" 2>/dev/null || die "sonda attach ($cfg) ended: $(tail -n 3 "$log")"
         [ $((SECONDS - t0)) -lt 120 ] || die "sonda attach ($cfg) not ready within 120 s: $(tail -n 3 "$log")"
         sleep 0.05
