@@ -18,9 +18,11 @@
 //! 2. hand them to their CPU's queue (migrations and charges as the unfiltered stream,
 //!    which only dates recovered switches), count the records the programs could not
 //!    write (the buffer was full) as a loss at that CPU's last record;
-//! 3. release each queue up to `now - SLACK`, as the ftrace source does.
+//! 3. release each queue up to `now - SLACK`, as the ftrace source does; the wakeups
+//!    the programs did not see, dated from the switch records (`bpf_wakes`), go out
+//!    beside them.
 //!
-//! Chosen with `SONDA_KERNEL=bpf` (see [`super::KernelSource::open`]); it needs
+//! The first source tried (see [`super::KernelSource::open`]); it needs
 //! `/sys/kernel/btf/vmlinux`, CAP_BPF and CAP_PERFMON (root), and a recorder built with
 //! clang (`build.rs`).
 

@@ -1,16 +1,17 @@
 //! The kernel source of a recording: scheduler tracepoints on every CPU, decoded into
 //! trace events.
 //!
-//! Three ways to read them:
-//! 0. **BPF** (`bpf_source`), with `SONDA_KERNEL=bpf`: programs on the tracepoints'
-//!    BTF raw form look the tasks up in a map before writing anything, so other
-//!    programs pay a lookup instead of a record, and one stream has everything. Needs
-//!    BTF, CAP_BPF and CAP_PERFMON, and a recorder built with clang; without them the
-//!    next two are tried, in this order. Not the default: on this project's platform
-//!    the kernel skips the programs for wakeups done from interrupts while the sandbox
-//!    supervisor's threads run (ftrace's probe records them), a few per second of
-//!    busy I/O, each leaving one wait unknown (`kernel.unseen_wakeups`).
-//!
+//! Three ways to read them, tried in this order (`SONDA_KERNEL=ftrace` starts at the
+//! second):
+//! 0. **BPF** (`bpf_source`): programs on the tracepoints' BTF raw form look the tasks
+//!    up in a map before writing anything, so other programs pay a lookup instead of a
+//!    record, and one stream has everything: about half of what the two ftrace
+//!    instances cost the traced program, and a third of what they cost the programs
+//!    beside it (docs/overhead.md, "The BPF kernel source"). Needs BTF, CAP_BPF and
+//!    CAP_PERFMON, and a recorder built with clang. On this project's platform the
+//!    kernel skips the programs for some wakeups (done from interrupts while the
+//!    sandbox supervisor's threads run); `bpf_wakes` dates them from the kernel's own
+//!    run-queue wait.
 //! 1. **ftrace** (`ftrace_source`): a private tracefs instance records the
 //!    tracepoints; switches they do not report are recovered from each event's running
 //!    task (`cpu_queue`). Needs write access to tracefs (root). On kernels where perf does not deliver
@@ -35,7 +36,7 @@
 //! - `cpu_queue` holds a CPU's ftrace events until they can be released, and recovers
 //!   the switches the tracepoint did not report from the events' running task;
 //! - `bpf_source` loads the BPF programs and reads their ring buffer (`bpf_ring`);
-//!   [`bpf_record`] decodes their records;
+//!   [`bpf_record`] decodes their records; `bpf_wakes` dates the wakeups they missed;
 //! - `reader_thread` empties everything on a thread of its own.
 //!
 //! The decoders ([`tp_format`], [`sched_events`], [`ftrace_page`], [`perf_record`],
@@ -153,11 +154,14 @@ enum Inner {
 }
 
 impl KernelSource {
-    /// Reads the tracepoint formats and opens them, not yet recording, on `cpus` with
-    /// buffers of `ring_bytes` per CPU: an ftrace instance if possible, else perf.
+    /// Opens the tracepoints, not yet recording, on `cpus` with buffers of `ring_bytes`
+    /// per CPU: BPF programs if they load, else an ftrace instance, else perf.
+    /// `SONDA_KERNEL=ftrace` skips BPF (to compare, or where it misbehaves);
+    /// `SONDA_KERNEL=bpf` asks for BPF and says why when it cannot be had.
     pub fn open(cpus: &[u16], ring_bytes: usize) -> Result<KernelSource, KernelError> {
+        let choice = std::env::var("SONDA_KERNEL").ok();
         let mut notice = None;
-        if std::env::var_os("SONDA_KERNEL").is_some_and(|v| v == "bpf") {
+        if choice.as_deref() != Some("ftrace") {
             match BpfSource::open(cpus, ring_bytes) {
                 Ok(source) => {
                     return Ok(KernelSource {
@@ -165,7 +169,13 @@ impl KernelSource {
                         notice: None,
                     })
                 }
-                Err(e) => notice = Some(format!("sonda: no BPF kernel source ({e}); reading the scheduler tracepoints through ftrace")),
+                // Quietly by default: the counters say which path ran.
+                Err(e) if choice.as_deref() == Some("bpf") => {
+                    notice = Some(format!(
+                        "sonda: no BPF kernel source ({e}); reading the scheduler tracepoints through ftrace"
+                    ))
+                }
+                Err(_) => {}
             }
         }
         let mut source = Self::open_tracefs(cpus, ring_bytes)?;
