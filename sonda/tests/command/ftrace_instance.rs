@@ -2,7 +2,8 @@
 //! recording with the monotonic clock, removed at its end, instances of dead collectors
 //! removed, others' instances and the top-level buffer left alone; the clocks of ftrace
 //! and perf agree; and without write access to tracefs the recording reads the
-//! tracepoints through perf, saying so in one line. Needs root.
+//! tracepoints through perf, saying so in one line. Asked for with `SONDA_KERNEL=ftrace`
+//! (BPF programs are the default where they load). Needs root.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,6 +70,7 @@ fn a_private_instance_lives_as_long_as_the_recording() {
         s = seen.display()
     );
     let child = sonda()
+        .env("SONDA_KERNEL", "ftrace")
         .args(["record", "-o"])
         .arg(&trace)
         .args(["--", "sh", "-c", &script])
@@ -155,6 +157,7 @@ fn without_write_access_to_tracefs_perf_reads_the_tracepoints() {
     // A mount namespace of its own where tracefs is read-only: the instance cannot be
     // made, tracepoints can still be opened.
     let out = Command::new("unshare")
+        .env("SONDA_KERNEL", "ftrace")
         .args(["-m", "sh", "-c"])
         .arg(format!(
             "mount -o remount,bind,ro {TRACEFS} && exec \"$0\" record -o \"$1\" -- sh -c 'sleep 0.1; ls / >/dev/null'"

@@ -60,11 +60,14 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
         "kernel events were lost"
     );
     assert_eq!(meta.counters.get("kernel.undecodable"), Some(&0));
-    assert_eq!(
-        meta.counters.get("kernel.ftrace"),
-        Some(&1),
-        "not read from ftrace"
-    );
+    // BPF programs, the default (required where the build must have them, as in
+    // scripts/test.sh), else ftrace; never perf samples, which miss wakeups here.
+    let bpf = meta.counters.get("kernel.bpf") == Some(&1);
+    let ftrace = meta.counters.get("kernel.ftrace") == Some(&1);
+    if std::env::var_os("SONDA_REQUIRE_BPF").is_some_and(|v| v == "1") {
+        assert!(bpf, "not read by BPF programs: {:?}", meta.counters);
+    }
+    assert!(bpf || ftrace, "read from perf samples: {:?}", meta.counters);
 
     // Time order and metadata for every followed thread that appears.
     let mut last = 0;
@@ -116,8 +119,9 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
     for o in &oracle {
         let t = got.get(&o.tid).copied().unwrap_or_default();
         // The trace may count more running time than schedstat by stolen time. Every
-        // wakeup is reported (the tracepoints come from ftrace, which sees wakeups done
-        // in interrupts on idle CPUs), so the waits match. The timeslices match, but for
+        // wakeup is in the trace (ftrace sees those done in interrupts on idle CPUs;
+        // the BPF reader dates the few its programs miss from the kernel's own
+        // run-queue wait), so the waits match. The timeslices match, but for
         // one that may start inside the thread's reading window, around the cut.
         let ok = close_enough(t.run, o.run, stolen, 0)
             && close_enough(t.wait, o.wait, 0, 0)

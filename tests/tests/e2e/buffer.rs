@@ -342,6 +342,93 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Vec<T>) -> Vec<T> {
     }
 }
 
+/// The same through BPF programs (the default): the kernel holds them for the
+/// collector's open files only, so SIGKILL itself detaches and frees them, before any
+/// other sonda command runs; a later command still removes the buffer file.
+#[test]
+fn a_killed_bpf_recording_leaves_no_program_in_the_kernel() {
+    let _machine = shared();
+    if !require_tracepoints() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("killed.trace");
+    let mut child = Command::new(sonda())
+        .env("SONDA_KERNEL", "bpf")
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(["--", "sleep", "60"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Its programs, by the ids its open files name (attached once the command runs).
+    let sleeper = wait_for("recorded command", || children_of(pid))[0];
+    let programs = wait_for("BPF programs", || bpf_programs_of(pid));
+    assert!(
+        programs.iter().all(|id| loaded_bpf_programs().contains(id)),
+        "{programs:?}"
+    );
+    let buffers = wait_for("buffer file", || buffer_files_of(pid));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Freed once the last reference goes (after an RCU grace period).
+    let started = Instant::now();
+    loop {
+        let loaded = loaded_bpf_programs();
+        let left: Vec<&u32> = programs.iter().filter(|id| loaded.contains(id)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "BPF programs {left:?} still loaded 10 s after the collector was killed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(buffers[0].exists());
+    let partial = partial_outputs(&trace);
+    assert_eq!(partial.len(), 1, "the killed recording's partial trace");
+    let out = run(Command::new(sonda()).arg("report").arg(&partial[0]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        buffer_files_of(pid),
+        Vec::<PathBuf>::new(),
+        "the buffer file is left"
+    );
+    // SAFETY: kill on the sleep our sonda started; it is still alive (its parent's
+    // death did not end it), so the pid is still its.
+    unsafe { libc::kill(sleeper as i32, libc::SIGKILL) };
+}
+
+/// The ids of the BPF programs process `pid` holds open (`prog_id` in its fdinfo).
+fn bpf_programs_of(pid: u32) -> Vec<u32> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<u32> = fds
+        .flatten()
+        .filter_map(|f| std::fs::read_to_string(f.path()).ok())
+        .flat_map(|info| {
+            info.lines()
+                .filter_map(|l| l.strip_prefix("prog_id:"))
+                .filter_map(|v| v.trim().parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The ids of every BPF program loaded in the kernel.
+fn loaded_bpf_programs() -> Vec<u32> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .map(|p| p.id)
+        .collect()
+}
+
 /// The children of every thread of process `pid`.
 fn children_of(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -384,15 +471,18 @@ fn a_root_recording_is_private_and_planted_names_do_not_matter() {
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim");
     let trace = dir.path().join("private.trace");
+    // Through ftrace, whose instance has files of its own (BPF programs have none).
     let record = Workload::java("Chatty")
         .args(["0", "4", "4"])
         .methods([METHOD])
+        .env("SONDA_KERNEL", "ftrace")
         .record_command(&trace);
     // The shell plants at the names of its own pid, then becomes sonda (same pid).
     let plant = "ln -s \"$0\" /dev/shm/sonda-$$-0.buf && ln -s \"$0\" /dev/shm/sonda-$$-1.buf \
                  && exec \"$@\"";
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", plant])
+    cmd.envs(record.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .args(["-c", plant])
         .arg(&victim)
         .arg(record.get_program())
         .args(record.get_args());
@@ -578,9 +668,10 @@ fn files_planted_by_another_user_do_not_stop_an_attach() {
     std::fs::remove_dir_all(&copies[0]).unwrap();
 }
 
-/// A `sonda record` killed with SIGKILL: its ftrace instance was left tracing (a
-/// 16 MiB buffer per CPU) until the next recording started, and its buffer file stayed
-/// in /dev/shm. Now any later sonda command, even a `sonda report`, removes both.
+/// A `sonda record` killed with SIGKILL, reading the kernel through ftrace: its ftrace
+/// instance was left tracing (a 16 MiB buffer per CPU) until the next recording
+/// started, and its buffer file stayed in /dev/shm. Now any later sonda command, even a
+/// `sonda report`, removes both.
 #[test]
 fn a_killed_recording_leaves_nothing_tracing_after_any_sonda_command() {
     let _machine = shared();
@@ -590,6 +681,7 @@ fn a_killed_recording_leaves_nothing_tracing_after_any_sonda_command() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("killed.trace");
     let mut child = Command::new(sonda())
+        .env("SONDA_KERNEL", "ftrace")
         .arg("record")
         .arg("-o")
         .arg(&trace)
