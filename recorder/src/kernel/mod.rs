@@ -5,9 +5,9 @@
 //! second):
 //! 0. **BPF** (`bpf_source`): programs on the tracepoints' BTF raw form look the tasks
 //!    up in a map before writing anything, so other programs pay a lookup instead of a
-//!    record, and one stream has everything: about half of what the two ftrace
-//!    instances cost the traced program, and a third of what they cost the programs
-//!    beside it (docs/overhead.md, "The BPF kernel source"). Needs BTF, CAP_BPF and
+//!    record, and one stream has everything: 40-60% less than the two ftrace
+//!    instances cost the traced program, half of what they cost the programs beside
+//!    it (docs/overhead.md, "The BPF kernel source"). Needs BTF, CAP_BPF and
 //!    CAP_PERFMON, and a recorder built with clang. On this project's platform the
 //!    kernel skips the programs for some wakeups (done from interrupts while the
 //!    sandbox supervisor's threads run); `bpf_wakes` dates them from the kernel's own
