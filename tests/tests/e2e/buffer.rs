@@ -353,15 +353,7 @@ fn a_killed_bpf_recording_leaves_no_program_in_the_kernel() {
     }
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("killed.trace");
-    let mut child = Command::new(sonda())
-        .env("SONDA_KERNEL", "bpf")
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .args(["--", "sleep", "60"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = record_a_sleep(&trace, "bpf");
     let pid = child.id();
     // Its programs, by the ids its open files name (attached once the command runs).
     let sleeper = wait_for("recorded command", || children_of(pid))[0];
@@ -400,6 +392,19 @@ fn a_killed_bpf_recording_leaves_no_program_in_the_kernel() {
     // SAFETY: kill on the sleep our sonda started; it is still alive (its parent's
     // death did not end it), so the pid is still its.
     unsafe { libc::kill(sleeper as i32, libc::SIGKILL) };
+}
+
+/// `sonda record -o TRACE -- sleep 60` with `SONDA_KERNEL=kernel`, started.
+fn record_a_sleep(trace: &Path, kernel: &str) -> Child {
+    Command::new(sonda())
+        .env("SONDA_KERNEL", kernel)
+        .arg("record")
+        .arg("-o")
+        .arg(trace)
+        .args(["--", "sleep", "60"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// The ids of the BPF programs process `pid` holds open (`prog_id` in its fdinfo).
@@ -680,15 +685,7 @@ fn a_killed_recording_leaves_nothing_tracing_after_any_sonda_command() {
     }
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("killed.trace");
-    let mut child = Command::new(sonda())
-        .env("SONDA_KERNEL", "ftrace")
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .args(["--", "sleep", "60"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = record_a_sleep(&trace, "ftrace");
     let pid = child.id();
     let instance = wait_for("ftrace instance", || instances_of(pid));
     let buffers = wait_for("buffer file", || buffer_files_of(pid));

@@ -57,6 +57,17 @@ fn within(measured: u64, truth: u64) -> bool {
     measured.abs_diff(truth) <= tolerance
 }
 
+/// The lengths of `tid`'s spans in `spans` that ended by `until`.
+fn spans_until(spans: &HashMap<Tid, Vec<(u64, u64)>>, tid: Tid, until: u64) -> Vec<u64> {
+    spans
+        .get(&tid)
+        .into_iter()
+        .flatten()
+        .filter(|&&(_, end)| end <= until)
+        .map(|&(begin, end)| end - begin)
+        .collect()
+}
+
 /// Whether `truth` lies in `low..=high` widened by [`within`]'s tolerance.
 fn within_range(low: u64, high: u64, truth: u64) -> bool {
     within(low, truth) || within(high, truth) || (low..=high).contains(&truth)
@@ -238,12 +249,7 @@ fn thread_states_agree_with_the_kernels_schedstat_read_through_ftrace() {
 /// the traced threads' states still agree with schedstat.
 #[test]
 fn thread_states_agree_beside_a_busy_program_whose_records_are_left_out() {
-    let _machine = exclusive();
-    if !require_tracepoints() {
-        return;
-    }
-    let bystander = Bystander::start();
-    schedstat_agrees(Some(bystander), Source::Bpf);
+    schedstat_beside_a_bystander(Source::Bpf);
 }
 
 /// The same through ftrace, whose task filter leaves the bystander's switches and
@@ -251,12 +257,15 @@ fn thread_states_agree_beside_a_busy_program_whose_records_are_left_out() {
 /// (from the unfiltered instance) before they are ordered.
 #[test]
 fn thread_states_agree_beside_a_busy_program_read_through_ftrace() {
+    schedstat_beside_a_bystander(Source::Ftrace);
+}
+
+fn schedstat_beside_a_bystander(source: Source) {
     let _machine = exclusive();
     if !require_tracepoints() {
         return;
     }
-    let bystander = Bystander::start();
-    schedstat_agrees(Some(bystander), Source::Ftrace);
+    schedstat_agrees(Some(Bystander::start()), source);
 }
 
 /// How the recorder reads the scheduler tracepoints (`SONDA_KERNEL`); the test fails if
@@ -386,14 +395,7 @@ fn schedstat_agrees(bystander: Option<Bystander>, source: Source) {
         let stolen_ns = prv.state_total_until(t, STOLEN, until);
         let tid = Tid(s.tid);
         // The thread runs when it reads: every span it slept queued ended before.
-        let queued: Vec<u64> = kernel
-            .queued_asleep
-            .get(&tid)
-            .into_iter()
-            .flatten()
-            .filter(|&&(_, end)| end <= s.when)
-            .map(|&(begin, end)| end - begin)
-            .collect();
+        let queued = spans_until(&kernel.queued_asleep, tid, s.when);
         let queued_ns: u64 = queued.iter().sum();
         let kernel_wait_ns = wait_ns + queued_ns;
         let spans = kernel.queued_asleep.get(&tid).cloned().unwrap_or_default();
@@ -446,17 +448,11 @@ fn schedstat_agrees(bystander: Option<Bystander>, source: Source) {
                 s.run
             ));
         }
-        // A wakeup the kernel did not report leaves the wait before that switch-in
+        // A wakeup missing from the trace leaves the wait before that switch-in
         // unknown, between none and all of the time off the CPU: the truth must lie in
-        // that range (never seen with ftrace; see `Source::Bpf`).
-        let unseen: Vec<u64> = kernel
-            .unseen
-            .get(&tid)
-            .into_iter()
-            .flatten()
-            .filter(|&&(_, end)| end <= s.when)
-            .map(|&(begin, end)| end - begin)
-            .collect();
+        // that range (never seen with ftrace; with BPF, one whose wait the kernel did
+        // not keep, see `Source::Bpf`).
+        let unseen = spans_until(&kernel.unseen, tid, s.when);
         let unseen_ns: u64 = unseen.iter().sum();
         if !unseen.is_empty() {
             eprintln!(
