@@ -19,6 +19,8 @@
 
 use sonda_trace::{Cpu, Event, Pid, Record, Tid, Time};
 
+use super::bytes::{u16_at, u32_at, u64_at};
+
 /// Bytes of a record.
 pub const RECORD_BYTES: usize = 48;
 /// Bytes of an exec's file name after its record.
@@ -57,18 +59,6 @@ pub struct BpfHit {
 }
 
 const PREV_TRACED: u8 = 1;
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
 
 /// A NUL-terminated string in `b[at..at + len]` (all of it when there is no NUL).
 fn str_at(b: &[u8], at: usize, len: usize) -> Option<String> {

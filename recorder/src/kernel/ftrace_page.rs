@@ -26,6 +26,7 @@
 
 use std::fmt;
 
+use super::bytes::{u32_at, u64_at};
 use super::tp_format;
 
 /// Commit flag: events were lost (overwritten or dropped) before this page.
@@ -199,18 +200,6 @@ pub struct RawEvent<'a> {
     pub time: u64,
     /// The tracepoint record (may end with alignment padding).
     pub payload: &'a [u8],
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
 }
 
 /// An unsigned `size`-byte word (4 or 8).

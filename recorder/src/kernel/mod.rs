@@ -37,6 +37,7 @@
 //!   the switches the tracepoint did not report from the events' running task;
 //! - `bpf_source` loads the BPF programs and reads their ring buffer (`bpf_ring`);
 //!   [`bpf_record`] decodes their records; `bpf_wakes` dates the wakeups they missed;
+//! - `bytes` reads the words of the buffers the kernel fills, for the decoders;
 //! - `reader_thread` empties everything on a thread of its own.
 //!
 //! The decoders ([`tp_format`], [`sched_events`], [`ftrace_page`], [`perf_record`],
@@ -48,6 +49,7 @@ pub mod bpf_record;
 pub(crate) mod bpf_ring;
 pub(crate) mod bpf_source;
 pub(crate) mod bpf_wakes;
+mod bytes;
 pub(crate) mod cpu_queue;
 mod foreign;
 pub(crate) mod ftrace_instance;

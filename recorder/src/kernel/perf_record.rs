@@ -20,6 +20,7 @@
 //! (`common_type`) is the tracepoint id, which tells the tracepoints sharing one ring
 //! apart.
 
+use super::bytes::{u32_at, u64_at};
 use super::sched_events::Hit;
 
 /// `PERF_RECORD_LOST`: the kernel dropped records because the ring was full.
@@ -105,14 +106,6 @@ impl std::fmt::Display for Truncated {
             self.ty, self.len
         )
     }
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// Decodes the body (the bytes after the 8-byte `perf_event_header`) of a record of
