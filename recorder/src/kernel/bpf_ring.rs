@@ -14,73 +14,36 @@
 //! was discarded, then the record, padded to 8 bytes.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
 
 const BUSY: u32 = 1 << 31;
 const DISCARD: u32 = 1 << 30;
 const HEADER: u64 = 8;
 
-/// One mapping of `len` bytes, unmapped on drop.
-struct Mapping {
-    addr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Mapping {
-    fn new(
-        fd: BorrowedFd<'_>,
-        len: usize,
-        prot: libc::c_int,
-        offset: usize,
-    ) -> io::Result<Mapping> {
-        // SAFETY: a fresh shared mapping of the map's file descriptor at an address the
-        // kernel chooses; nothing else refers to that range until it is returned.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                offset as libc::off_t,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping { addr, len })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `addr`/`len` are a mapping made by `Mapping::new`, unmapped once; no
-        // slice into it outlives the `Ring` that owns it.
-        unsafe { libc::munmap(self.addr, self.len) };
-    }
-}
-
 /// A mapped ring buffer.
 pub struct Ring {
-    consumer: Mapping,
-    producer: Mapping,
+    /// The consumer page, read-write.
+    consumer: MmapRaw,
+    /// The producer page and the data mapped twice, read-only.
+    producer: MmapRaw,
     page: usize,
     /// Bytes of data (a power of two).
     size: u64,
 }
-
-// SAFETY: the mappings are plain shared memory owned by the ring; the ring is used by
-// one thread at a time (`&mut self` to consume).
-unsafe impl Send for Ring {}
 
 impl Ring {
     /// Maps the ring buffer map `fd` of `size` data bytes (its `max_entries`).
     pub fn map(fd: BorrowedFd<'_>, size: usize) -> io::Result<Ring> {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let consumer = Mapping::new(fd, page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
-        let producer = Mapping::new(fd, page + 2 * size, libc::PROT_READ, page)?;
+        let consumer = MmapOptions::new().len(page).map_raw(&fd)?;
+        let producer = MmapOptions::new()
+            .offset(page as u64)
+            .len(page + 2 * size)
+            .map_raw_read_only(&fd)?;
         Ok(Ring {
             consumer,
             producer,
@@ -96,14 +59,15 @@ impl Ring {
 
     fn consumer_pos(&self) -> &AtomicU64 {
         // SAFETY: the first u64 of the consumer page, page-aligned, mapped while `self`
-        // lives; the kernel reads it, only this reader writes it.
-        unsafe { &*(self.consumer.addr as *const AtomicU64) }
+        // lives (unmapped when the `MmapRaw` drops); the kernel reads it, only this
+        // reader writes it.
+        unsafe { &*(self.consumer.as_ptr() as *const AtomicU64) }
     }
 
     fn producer_pos(&self) -> &AtomicU64 {
         // SAFETY: the first u64 of the producer page, page-aligned, mapped while `self`
         // lives; written by the kernel only.
-        unsafe { &*(self.producer.addr as *const AtomicU64) }
+        unsafe { &*(self.producer.as_ptr() as *const AtomicU64) }
     }
 
     /// Hands every committed record to `each`, in the order they were reserved, up to
@@ -122,8 +86,7 @@ impl Ring {
                 // SAFETY: `at` is inside the first copy of the data (the mapping is
                 // `page + 2 * size` long), 8-aligned (records are padded to 8); the
                 // kernel writes the length word atomically.
-                let len_word =
-                    unsafe { &*((self.producer.addr as *const u8).add(at) as *const AtomicU32) };
+                let len_word = unsafe { &*(self.producer.as_ptr().add(at) as *const AtomicU32) };
                 let len = len_word.load(Ordering::Acquire);
                 if len & BUSY != 0 {
                     self.consumer_pos().store(pos, Ordering::Release);
@@ -137,7 +100,7 @@ impl Ring {
                     // consumer position passes it.
                     let record = unsafe {
                         std::slice::from_raw_parts(
-                            (self.producer.addr as *const u8).add(at + HEADER as usize),
+                            self.producer.as_ptr().add(at + HEADER as usize),
                             data as usize,
                         )
                     };
