@@ -37,9 +37,8 @@ impl WakeAudit {
                 }
                 self.asleep.remove(&next);
                 if prev.0 != 0 && followed(prev) {
-                    let out = SwitchOut::from_prev_state(prev_state);
-                    self.asleep
-                        .insert(prev, !matches!(out, SwitchOut::Runnable | SwitchOut::Dead));
+                    let asleep = SwitchOut::from_prev_state(prev_state).needs_wakeup();
+                    self.asleep.insert(prev, asleep);
                 }
             }
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => {

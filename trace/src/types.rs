@@ -84,6 +84,13 @@ impl SwitchOut {
         }
     }
 
+    /// Whether a task that left its CPU so must be woken before it runs again (it went
+    /// to sleep, stopped or parked, rather than being preempted or ending): the switch
+    /// back in should follow a wakeup.
+    pub fn needs_wakeup(self) -> bool {
+        !matches!(self, SwitchOut::Runnable | SwitchOut::Dead)
+    }
+
     /// Decodes the one-letter state of `/proc/<pid>/task/<tid>/stat` (field 3).
     pub fn from_proc_letter(letter: u8) -> Option<SwitchOut> {
         Some(match letter {
@@ -110,5 +117,12 @@ mod tests {
         assert_eq!(SwitchOut::from_prev_state(0x2), SwitchOut::Uninterruptible);
         assert_eq!(SwitchOut::from_prev_state(0x10), SwitchOut::Dead);
         assert_eq!(SwitchOut::from_prev_state(0x80), SwitchOut::Idle);
+    }
+
+    #[test]
+    fn asleep_is_everything_but_preempted_or_ended() {
+        let woken = |s: u64| SwitchOut::from_prev_state(s).needs_wakeup();
+        assert!(woken(0x1) && woken(0x2) && woken(0x4) && woken(0x80));
+        assert!(!woken(0) && !woken(0x100) && !woken(0x10));
     }
 }

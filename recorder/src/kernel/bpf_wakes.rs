@@ -64,10 +64,7 @@ impl UnseenWakes {
                         }
                     })
                 });
-                let asleep = !matches!(
-                    SwitchOut::from_prev_state(prev_state),
-                    SwitchOut::Runnable | SwitchOut::Dead
-                );
+                let asleep = SwitchOut::from_prev_state(prev_state).needs_wakeup();
                 let woken_since = self.woken.remove(&prev.0).is_some_and(|w| w > time);
                 if hit.prev_traced && asleep && prev.0 != 0 && !woken_since {
                     self.asleep.insert(prev.0, time);

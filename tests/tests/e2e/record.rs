@@ -128,8 +128,7 @@ impl KernelView {
                 next,
                 ..
             } => {
-                let out = SwitchOut::from_prev_state(prev_state);
-                let asleep = !matches!(out, SwitchOut::Runnable | SwitchOut::Dead);
+                let asleep = SwitchOut::from_prev_state(prev_state).needs_wakeup();
                 let q = queues.entry(prev).or_default();
                 q.asleep = asleep;
                 q.out_asleep = asleep.then_some(time);
