@@ -239,12 +239,15 @@ impl BpfSource {
         Ok(())
     }
 
+    /// Makes the per-CPU vectors reach CPU `cpu`.
     fn grow(&mut self, cpu: usize) {
         while self.queues.len() <= cpu {
             self.queues.push(CpuQueue::new(self.queues.len() as u16));
-            self.pending.push(Vec::new());
             self.last_time.push(0);
             self.accounted.push(0);
+        }
+        if self.pending.len() <= cpu {
+            self.pending.resize_with(cpu + 1, Vec::new);
         }
     }
 
@@ -254,22 +257,26 @@ impl BpfSource {
         let horizon = if self.stopped { u64::MAX } else { readable };
         self.foreign.refresh();
         let mut undecodable = 0;
-        let mut hits = Vec::new();
+        // The wakeups are looked at in ring order (see `bpf_wakes`); each made-up one
+        // goes out as is: it names no running task, and the recorder's watermark puts
+        // it in time order.
+        let mut made = Vec::new();
+        let (pending, wakes) = (&mut self.pending, &mut self.wakes);
         let consumed = self.ring.consume(|bytes| match bpf_record::decode(bytes) {
-            Some(hit) => hits.push(hit),
+            Some(hit) => {
+                made.extend(wakes.see(&hit));
+                let cpu = usize::from(hit.cpu);
+                if pending.len() <= cpu {
+                    pending.resize_with(cpu + 1, Vec::new);
+                }
+                pending[cpu].push(hit);
+            }
             None => undecodable += 1,
         });
-        // In ring order (see `bpf_wakes`); each made-up wakeup goes out as is: it
-        // names no running task, and the recorder's watermark puts it in time order.
-        let mut made = Vec::new();
-        for hit in &hits {
-            made.extend(self.wakes.see(hit));
-        }
         self.wakes.end_of_read();
-        for hit in hits {
-            let cpu = usize::from(hit.cpu);
-            self.grow(cpu);
-            self.pending[cpu].push(hit);
+        // The other per-CPU vectors as long as `pending`.
+        if let Some(last) = self.pending.len().checked_sub(1) {
+            self.grow(last);
         }
         if undecodable > 0 {
             // Never expected (the layout is this crate's own): whatever was lost with
