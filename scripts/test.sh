@@ -18,11 +18,7 @@ python_venv() {
     if cmp -s "$req" "$venv/requirements.installed" && [ -x "$venv/bin/line" ] && [ -x "$venv/bin/ptd" ]; then
         return
     fi
-    if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
-        echo "setup: installing python3-venv (for the tests' Python tools)" >&2
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
-    fi
+    python3 -c 'import ensurepip' >/dev/null 2>&1 || apt_install "the tests' Python tools" python3-venv
     echo "setup: making $venv (pip install -r tests/python-requirements.txt)" >&2
     rm -rf "$venv"
     python3 -m venv "$venv"

@@ -5,24 +5,32 @@ set -euo pipefail
 SONDA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export SONDA_ROOT
 
-# apt_need CMD PACKAGE...: installs PACKAGE(s) with apt-get when CMD is missing.
+# apt_install WHY PACKAGE...: installs PACKAGE(s) with apt-get (the index updated once
+# per run), saying what they are for.
+apt_install() {
+    local why="$1"
+    shift
+    echo "setup: installing $* (for $why)" >&2
+    if [ -z "${SONDA_APT_UPDATED:-}" ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        export SONDA_APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# apt_need CMD PACKAGE...: installs PACKAGE(s) when CMD is missing.
 apt_need() {
     local cmd="$1"
     shift
-    if ! command -v "$cmd" >/dev/null 2>&1; then
-        echo "setup: installing $* (for $cmd)" >&2
-        if [ -z "${SONDA_APT_UPDATED:-}" ]; then
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq
-            export SONDA_APT_UPDATED=1
-        fi
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-    fi
+    command -v "$cmd" >/dev/null 2>&1 || apt_install "$cmd" "$@"
 }
 
-# apt_need_file FILE PACKAGE: installs PACKAGE unless FILE exists (headers have no
-# command to look for).
+# apt_need_file FILE PACKAGE...: installs PACKAGE(s) unless FILE exists (headers have
+# no command to look for).
 apt_need_file() {
-    [ -e "$1" ] || apt_need "/nonexistent/$2" "$2"
+    local file="$1"
+    shift
+    [ -e "$file" ] || apt_install "$file" "$@"
 }
 
 # The tools every sonda script needs.
