@@ -11,7 +11,7 @@
 //!
 //! A switch's text holds the run-queue wait ending with its switch-in as the kernel
 //! measures it (`u64` at 32, all ones when not known) and flags (`u8` at 40: 1 the task
-//! leaving is traced, 2 the one arriving is).
+//! leaving is traced).
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's

@@ -191,11 +191,6 @@ static __always_inline void count(u32 which)
         *n += 1;
 }
 
-static __always_inline void count_loss(void)
-{
-    count(COUNT_LOST);
-}
-
 static __always_inline void fill(struct record *r, u32 kind, u32 current, u32 a, u32 b, u64 c)
 {
     r->time = bpf_ktime_get_ns();
@@ -211,7 +206,7 @@ static __always_inline struct record *emit(u32 kind, u32 current, u32 a, u32 b, 
 {
     struct record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
     if (!r) {
-        count_loss();
+        count(COUNT_LOST);
         return 0;
     }
     fill(r, kind, current, a, b, c);
@@ -266,18 +261,17 @@ static __always_inline u64 switch_state(bool preempt, u32 prev_state, struct tas
     return high;
 }
 
-// What a switch record carries in its text: the flags below, and the run-queue wait
-// that ends with this switch-in as the kernel measures it for schedstat (the run
-// queue's clock now less `sched_info.last_queued`, the same subtraction
-// `sched_info_arrive` makes right after this tracepoint; WAIT_UNKNOWN when the kernel
-// has no enqueue time, or the task arriving is not traced). With it
-// the reader dates a wakeup the programs did not see (bpf_source.rs).
+// What a switch record carries in its text: whether the task leaving is traced
+// (PREV_TRACED), and the run-queue wait that ends with this switch-in as the kernel
+// measures it for schedstat (the run queue's clock now less `sched_info.last_queued`,
+// the same subtraction `sched_info_arrive` makes right after this tracepoint;
+// WAIT_UNKNOWN when the kernel has no enqueue time, or the task arriving is not
+// traced). With them the reader dates a wakeup the programs did not see (bpf_wakes.rs).
 struct switch_text {
     u64 wait;
     u8 flags;
 };
 #define PREV_TRACED 1
-#define NEXT_TRACED 2
 #define WAIT_UNKNOWN (~0ULL)
 
 static __always_inline u64 run_queue_wait(struct task_struct *next)
@@ -310,7 +304,7 @@ int sched_switch(u64 *ctx)
         return 0;
     __builtin_memset(r->text, 0, sizeof(r->text));
     struct switch_text *t = (struct switch_text *)r->text;
-    t->flags = (tp ? PREV_TRACED : 0) | (tn ? NEXT_TRACED : 0);
+    t->flags = tp ? PREV_TRACED : 0;
     t->wait = tn ? run_queue_wait(next) : WAIT_UNKNOWN;
     submit(r);
     return 0;
@@ -401,7 +395,7 @@ int sched_process_exec(u64 *ctx)
         return 0;
     struct exec_record *e = bpf_ringbuf_reserve(&records, sizeof(*e), 0);
     if (!e) {
-        count_loss();
+        count(COUNT_LOST);
         return 0;
     }
     fill(&e->r, K_EXEC, current, p->pid, 0, 0);
