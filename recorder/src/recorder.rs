@@ -382,6 +382,7 @@ impl<W: Write> Recording<W> {
             if s.bpf {
                 counters.push(c("kernel.bpf_missed", s.missed));
                 counters.push(c("kernel.wakeups_recovered", s.wakeups_recovered));
+                counters.push(c("kernel.migrations_recovered", s.migrations_recovered));
             }
             if !s.ftrace && !s.bpf {
                 counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));

@@ -56,9 +56,12 @@ pub struct BpfHit {
     pub wait_ns: Option<u64>,
     /// A switch: whether the task leaving is traced.
     pub prev_traced: bool,
+    /// A switch: whether the task arriving is traced.
+    pub next_traced: bool,
 }
 
 const PREV_TRACED: u8 = 1;
+const NEXT_TRACED: u8 = 2;
 
 /// A NUL-terminated string in `b[at..at + len]` (all of it when there is no NUL).
 fn str_at(b: &[u8], at: usize, len: usize) -> Option<String> {
@@ -76,11 +79,13 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
     let (a, bb, c) = (u32_at(b, 16)?, u32_at(b, 20)?, u64_at(b, 24)?);
     let text = || str_at(b, 32, 16);
     let mut side = false;
-    let (mut wait_ns, mut prev_traced) = (None, false);
+    let (mut wait_ns, mut prev_traced, mut next_traced) = (None, false, false);
     let event = match kind {
         K_SWITCH => {
             wait_ns = Some(u64_at(b, 32)?).filter(|&w| w != u64::MAX);
-            prev_traced = b.get(40)? & PREV_TRACED != 0;
+            let flags = *b.get(40)?;
+            prev_traced = flags & PREV_TRACED != 0;
+            next_traced = flags & NEXT_TRACED != 0;
             Event::Switch {
                 cpu: Cpu(cpu),
                 prev: Tid(a),
@@ -140,6 +145,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         side,
         wait_ns,
         prev_traced,
+        next_traced,
     })
 }
 
@@ -179,7 +185,13 @@ pub(crate) mod tests {
         switch[32..40].copy_from_slice(&1234u64.to_ne_bytes());
         switch[40] = PREV_TRACED;
         let hit = decode(&switch).unwrap();
-        assert_eq!((hit.wait_ns, hit.prev_traced), (Some(1234), true));
+        assert_eq!(
+            (hit.wait_ns, hit.prev_traced, hit.next_traced),
+            (Some(1234), true, false)
+        );
+        switch[40] = NEXT_TRACED;
+        let next = decode(&switch).unwrap();
+        assert_eq!((next.prev_traced, next.next_traced), (false, true));
         switch[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
         assert_eq!(decode(&switch).unwrap().wait_ns, None);
         assert_eq!(

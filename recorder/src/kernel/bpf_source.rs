@@ -19,8 +19,8 @@
 //!    which only dates recovered switches), count the records the programs could not
 //!    write (the buffer was full) as a loss at that CPU's last record;
 //! 3. release each queue up to `now - SLACK`, as the ftrace source does; the wakeups
-//!    the programs did not see, dated from the switch records (`bpf_wakes`), go out
-//!    beside them.
+//!    the programs did not see, and the migrations, made up from the switch records
+//!    (`bpf_unseen`), go out beside them.
 //!
 //! The first source tried (see [`super::KernelSource::open`]); it needs
 //! `/sys/kernel/btf/vmlinux`, CAP_BPF and CAP_PERFMON (root), and a recorder built with
@@ -35,7 +35,7 @@ use sonda_trace::Record;
 
 use super::bpf_record::{self, BpfHit};
 use super::bpf_ring::Ring;
-use super::bpf_wakes::UnseenWakes;
+use super::bpf_unseen::Unseen;
 use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
 use super::ftrace_source::SLACK;
@@ -109,8 +109,8 @@ pub struct BpfSource {
     /// Per CPU number: the counts of lost records already passed on.
     accounted: Vec<u64>,
     foreign: Foreign,
-    /// Wakeups the programs did not see, made up from the kernel's run-queue wait.
-    wakes: UnseenWakes,
+    /// Wakeups and migrations the programs did not see, made up from the switch records.
+    unseen: Unseen,
     stats: KernelStats,
     /// Bytes of ring buffer per CPU, as asked.
     ring_bytes: usize,
@@ -200,7 +200,7 @@ impl BpfSource {
             last_time: Vec::new(),
             accounted: Vec::new(),
             foreign,
-            wakes: UnseenWakes::default(),
+            unseen: Unseen::default(),
             stats: KernelStats {
                 bpf: true,
                 ..KernelStats::default()
@@ -257,14 +257,14 @@ impl BpfSource {
         let horizon = if self.stopped { u64::MAX } else { readable };
         self.foreign.refresh();
         let mut undecodable = 0;
-        // The wakeups are looked at in ring order (see `bpf_wakes`); each made-up one
+        // The records are looked at in ring order (see `bpf_unseen`); each made-up one
         // goes out as is: it names no running task, and the recorder's watermark puts
         // it in time order.
         let mut made = Vec::new();
-        let (pending, wakes) = (&mut self.pending, &mut self.wakes);
+        let (pending, unseen) = (&mut self.pending, &mut self.unseen);
         let consumed = self.ring.consume(|bytes| match bpf_record::decode(bytes) {
             Some(hit) => {
-                made.extend(wakes.see(&hit));
+                unseen.see(&hit, &mut made);
                 let cpu = usize::from(hit.cpu);
                 if pending.len() <= cpu {
                     pending.resize_with(cpu + 1, Vec::new);
@@ -273,7 +273,7 @@ impl BpfSource {
             }
             None => undecodable += 1,
         });
-        self.wakes.end_of_read();
+        self.unseen.end_of_read();
         // The other per-CPU vectors as long as `pending`.
         if let Some(last) = self.pending.len().checked_sub(1) {
             self.grow(last);
@@ -378,7 +378,8 @@ impl BpfSource {
     pub fn stats(&self) -> KernelStats {
         KernelStats {
             foreign_misjudged: self.foreign.misjudged(),
-            wakeups_recovered: self.wakes.recovered(),
+            wakeups_recovered: self.unseen.wakeups(),
+            migrations_recovered: self.unseen.migrations(),
             foreign_skipped: self.stats.foreign_skipped
                 + self.per_cpu(COUNT_SKIPPED).iter().sum::<u64>(),
             ..self.stats

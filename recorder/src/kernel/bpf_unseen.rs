@@ -1,11 +1,13 @@
-//! Wakeups the BPF programs did not see, dated by the kernel's own run-queue wait.
+//! Wakeups and migrations the BPF programs did not see, recovered from the switch records.
 //!
-//! On some machines the kernel does not run the programs for some wakeups (on this
-//! project's platform: wakeups done from interrupts while the sandbox supervisor's
-//! threads run, which ftrace's probe on the same tracepoint records). The woken thread
-//! then switches in with no wakeup before it, and its runnable wait would be lost
-//! (`kernel.unseen_wakeups`). But every switch record carries the wait the kernel
-//! itself measured for the task arriving (its run queue's clock less
+//! On some machines the kernel does not run the programs for some events (on this
+//! project's platform: those done from interrupts while the sandbox supervisor's threads
+//! run, which ftrace's probe on the same tracepoints records): a wakeup, and with it
+//! the move to another CPU that the wakeup chose.
+//!
+//! **Wakeups.** The woken thread switches in with no wakeup before it, and its runnable
+//! wait would be lost (`kernel.unseen_wakeups`). But every switch record carries the wait
+//! the kernel itself measured for the task arriving (its run queue's clock less
 //! `sched_info.last_queued`, what schedstat adds up): a wakeup at the switch-in less
 //! that wait is the one the kernel made, as schedstat dates it.
 //!
@@ -18,28 +20,45 @@
 //! to leave its CPU, so it can be stamped before the switch-out yet reserved after it
 //! (or, a virtual CPU stalled between reserving and stamping, the other way round);
 //! the recorder's own check (`wake_audit`) sees the records in time order.
+//!
+//! **Migrations.** A traced thread's CPU is known from its own switch and migration
+//! records; the kernel moves a thread only through `set_task_cpu`, whose tracepoint is
+//! reserved before the thread is queued on the new CPU, so before its switch-in there.
+//! A switch record (or a migration *from* a CPU) that puts a thread on another CPU than
+//! its records left it on, with no migration between, is a migration missed
+//! (`kernel.migrations_recovered`; without it the trace's count falls short of the
+//! kernel's `se.nr_migrations`). It is dated when the thread was queued on the new CPU,
+//! as the kernel's wait tells at a switch-in (the wakeup's time when the wakeup is made
+//! up too), else just after the thread's last record on the old CPU: never before it
+//! left that CPU.
 
 use rustc_hash::FxHashMap;
-use sonda_trace::{Event, Record, SwitchOut, Time};
+use sonda_trace::{Cpu, Event, Record, SwitchOut, Tid, Time};
 
 use super::bpf_record::BpfHit;
 
-/// Traced threads asleep with no wakeup seen since, and the wakeups made up.
+/// What the programs did not see: traced threads asleep with no wakeup seen since and
+/// the CPU each traced thread is on, and what was made up for them.
 #[derive(Default)]
-pub struct UnseenWakes {
+pub struct Unseen {
     /// Per tid: when it switched out asleep. (Fx hashing: looked up per switch and
     /// wakeup; tids are not chosen by an adversary.)
     asleep: FxHashMap<u32, u64>,
     /// Per tid: the latest wakeup seen in this read while it was not asleep here, for
     /// a switch-out reserved after a wakeup stamped later (cleared at each read).
     woken: FxHashMap<u32, u64>,
-    recovered: u64,
+    /// Per traced tid: the CPU its latest switch or migration record put it on, and
+    /// that record's time.
+    on_cpu: FxHashMap<u32, (Cpu, u64)>,
+    wakeups: u64,
+    migrations: u64,
 }
 
-impl UnseenWakes {
-    /// Looks at the next record in ring order; returns the wakeup to add before it
-    /// when it is the switch-in of a thread whose wakeup was not seen.
-    pub fn see(&mut self, hit: &BpfHit) -> Option<Record> {
+impl Unseen {
+    /// Looks at the next record in ring order; appends to `made` what the kernel did
+    /// before it that the programs did not see (a migration, then a wakeup).
+    pub fn see(&mut self, hit: &BpfHit, made: &mut Vec<Record>) {
+        let time = hit.record.time.0;
         match hit.record.event {
             Event::Switch {
                 cpu,
@@ -47,23 +66,32 @@ impl UnseenWakes {
                 prev_state,
                 next,
             } => {
-                let time = hit.record.time.0;
-                let made = self.asleep.remove(&next.0).and_then(|out| {
-                    hit.wait_ns.map(|wait| {
-                        self.recovered += 1;
-                        Record {
-                            // After it went to sleep, never at the same instant (records of
-                            // equal time keep their arrival order, and the switch-out may
-                            // arrive later): the run queue's clock is not the trace's.
-                            time: Time(time.saturating_sub(wait).max(out + 1)),
-                            event: Event::Wakeup {
-                                target: cpu,
-                                wakee: next,
-                                new_task: false,
-                            },
-                        }
-                    })
+                let wakeup = self.asleep.remove(&next.0).and_then(|out| {
+                    // After it went to sleep, never at the same instant (records of
+                    // equal time keep their arrival order, and the switch-out may
+                    // arrive later): the run queue's clock is not the trace's.
+                    hit.wait_ns
+                        .map(|wait| time.saturating_sub(wait).max(out + 1))
                 });
+                if hit.next_traced && next.0 != 0 {
+                    // Queued on this CPU when its wait began.
+                    let queued = wakeup.or(hit.wait_ns.map(|w| time.saturating_sub(w)));
+                    self.arrive(next.0, cpu, time, queued, made);
+                }
+                if let Some(at) = wakeup {
+                    self.wakeups += 1;
+                    made.push(Record {
+                        time: Time(at),
+                        event: Event::Wakeup {
+                            target: cpu,
+                            wakee: next,
+                            new_task: false,
+                        },
+                    });
+                }
+                if hit.prev_traced && prev.0 != 0 {
+                    self.arrive(prev.0, cpu, time, None, made);
+                }
                 let asleep = SwitchOut::from_prev_state(prev_state).needs_wakeup();
                 let woken_since = self.woken.remove(&prev.0).is_some_and(|w| w > time);
                 if hit.prev_traced && asleep && prev.0 != 0 && !woken_since {
@@ -71,10 +99,12 @@ impl UnseenWakes {
                 } else {
                     self.asleep.remove(&prev.0);
                 }
-                made
+            }
+            Event::Migrate { tid, from, to } => {
+                self.arrive(tid.0, from, time, None, made);
+                self.on_cpu.insert(tid.0, (to, time));
             }
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => {
-                let time = hit.record.time.0;
                 match self.asleep.get(&wakee.0) {
                     // Stamped before the switch-out: the wakeup that raced with it.
                     Some(&out) if time <= out => {}
@@ -85,14 +115,42 @@ impl UnseenWakes {
                         self.woken.insert(wakee.0, time);
                     }
                 }
-                None
             }
             Event::TaskExit { tid } => {
                 self.asleep.remove(&tid.0);
-                None
+                self.on_cpu.remove(&tid.0);
             }
-            _ => None,
+            _ => {}
         }
+    }
+
+    /// A record at `time` puts traced `tid` on `cpu`; when its records left it on
+    /// another, appends the migration missed, at `queued` (when it was queued on `cpu`,
+    /// if known) but after its last record on the other CPU.
+    fn arrive(
+        &mut self,
+        tid: u32,
+        cpu: Cpu,
+        time: u64,
+        queued: Option<u64>,
+        made: &mut Vec<Record>,
+    ) {
+        let Some((was, seen)) = self.on_cpu.insert(tid, (cpu, time)) else {
+            return;
+        };
+        if was == cpu {
+            return;
+        }
+        self.migrations += 1;
+        let at = queued.map_or(seen + 1, |q| q.max(seen + 1)).min(time);
+        made.push(Record {
+            time: Time(at),
+            event: Event::Migrate {
+                tid: Tid(tid),
+                from: was,
+                to: cpu,
+            },
+        });
     }
 
     /// Ends one read's records: wakeups of threads not asleep here are forgotten.
@@ -101,15 +159,19 @@ impl UnseenWakes {
     }
 
     /// Wakeups made up so far.
-    pub fn recovered(&self) -> u64 {
-        self.recovered
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups
+    }
+
+    /// Migrations made up so far.
+    pub fn migrations(&self) -> u64 {
+        self.migrations
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sonda_trace::{Cpu, Tid};
 
     fn hit(time: u64, event: Event, wait_ns: Option<u64>, prev_traced: bool) -> BpfHit {
         BpfHit {
@@ -122,12 +184,38 @@ mod tests {
             side: false,
             wait_ns,
             prev_traced,
+            next_traced: true,
         }
     }
 
+    /// What `w` makes up before `h`, all of it.
+    fn made(w: &mut Unseen, h: &BpfHit) -> Vec<Record> {
+        let mut made = Vec::new();
+        w.see(h, &mut made);
+        made
+    }
+
+    /// The one record `w` makes up before `h`, if any.
+    fn see(w: &mut Unseen, h: &BpfHit) -> Option<Record> {
+        let mut made = made(w, h);
+        assert!(made.len() <= 1, "{made:?}");
+        made.pop()
+    }
+
     fn switch(time: u64, prev: u32, prev_state: u64, next: u32, wait: Option<u64>) -> BpfHit {
+        switch_on(1, time, prev, prev_state, next, wait)
+    }
+
+    fn switch_on(
+        cpu: u16,
+        time: u64,
+        prev: u32,
+        prev_state: u64,
+        next: u32,
+        wait: Option<u64>,
+    ) -> BpfHit {
         let event = Event::Switch {
-            cpu: Cpu(1),
+            cpu: Cpu(cpu),
             prev: Tid(prev),
             prev_state,
             next: Tid(next),
@@ -137,10 +225,10 @@ mod tests {
 
     #[test]
     fn a_switch_in_with_no_wakeup_seen_gets_one_at_the_kernels_wait() {
-        let mut w = UnseenWakes::default();
-        assert_eq!(w.see(&switch(100, 7, 1, 8, Some(0))), None);
+        let mut w = Unseen::default();
+        assert_eq!(see(&mut w, &switch(100, 7, 1, 8, Some(0))), None);
         // Back 900 ns later, after 300 ns waiting by the kernel's count.
-        let made = w.see(&switch(1000, 8, 0, 7, Some(300))).unwrap();
+        let made = see(&mut w, &switch(1000, 8, 0, 7, Some(300))).unwrap();
         assert_eq!(made.time, Time(700));
         assert_eq!(
             made.event,
@@ -150,50 +238,138 @@ mod tests {
                 new_task: false
             }
         );
-        assert_eq!(w.recovered(), 1);
+        assert_eq!(w.wakeups(), 1);
         // Never before the switch-out.
-        w.see(&switch(2000, 7, 2, 8, Some(0)));
+        see(&mut w, &switch(2000, 7, 2, 8, Some(0)));
         assert_eq!(
-            w.see(&switch(2100, 8, 0, 7, Some(5000))).unwrap().time,
+            see(&mut w, &switch(2100, 8, 0, 7, Some(5000)))
+                .unwrap()
+                .time,
             Time(2001)
         );
     }
 
     #[test]
     fn a_seen_wakeup_or_a_preemption_makes_none() {
-        let mut w = UnseenWakes::default();
-        w.see(&switch(100, 7, 1, 8, Some(0)));
+        let mut w = Unseen::default();
+        see(&mut w, &switch(100, 7, 1, 8, Some(0)));
         let waking = Event::Waking {
             cpu: Cpu(0),
             waker: Tid(3),
             wakee: Tid(7),
         };
-        w.see(&hit(500, waking, None, false));
-        assert_eq!(w.see(&switch(1000, 8, 0, 7, Some(300))), None);
+        see(&mut w, &hit(500, waking, None, false));
+        assert_eq!(see(&mut w, &switch(1000, 8, 0, 7, Some(300))), None);
         // Preempted (runnable): its wait is the switch records' own.
-        w.see(&switch(1100, 7, 0x100, 8, Some(0)));
-        assert_eq!(w.see(&switch(1200, 8, 0, 7, Some(100))), None);
+        see(&mut w, &switch(1100, 7, 0x100, 8, Some(0)));
+        assert_eq!(see(&mut w, &switch(1200, 8, 0, 7, Some(100))), None);
         // An untraced task leaving asleep is not followed.
         let mut untraced = switch(1300, 9, 1, 7, Some(0));
         untraced.prev_traced = false;
-        w.see(&untraced);
-        assert_eq!(w.see(&switch(1400, 7, 0, 9, Some(100))), None);
+        see(&mut w, &untraced);
+        assert_eq!(see(&mut w, &switch(1400, 7, 0, 9, Some(100))), None);
         // A waking stamped before the switch-out it raced with does not count ...
-        w.see(&switch(1700, 7, 1, 8, Some(0)));
+        see(&mut w, &switch(1700, 7, 1, 8, Some(0)));
         let early = Event::Waking {
             cpu: Cpu(0),
             waker: Tid(3),
             wakee: Tid(7),
         };
-        w.see(&hit(1650, early.clone(), None, false));
-        assert!(w.see(&switch(1800, 8, 0, 7, Some(50))).is_some());
+        see(&mut w, &hit(1650, early.clone(), None, false));
+        assert!(see(&mut w, &switch(1800, 8, 0, 7, Some(50))).is_some());
         // ... and one reserved before the switch-out but stamped after it does.
-        w.see(&hit(1950, early, None, false));
-        w.see(&switch(1900, 7, 1, 8, Some(0)));
-        assert_eq!(w.see(&switch(2000, 8, 0, 7, Some(30))), None);
-        assert_eq!(w.recovered(), 1);
+        see(&mut w, &hit(1950, early, None, false));
+        see(&mut w, &switch(1900, 7, 1, 8, Some(0)));
+        assert_eq!(see(&mut w, &switch(2000, 8, 0, 7, Some(30))), None);
+        assert_eq!(w.wakeups(), 1);
         // Asleep, back with the wait not known: none either.
-        w.see(&switch(1500, 7, 1, 8, None));
-        assert_eq!(w.see(&switch(1600, 8, 0, 7, None)), None);
+        see(&mut w, &switch(1500, 7, 1, 8, None));
+        assert_eq!(see(&mut w, &switch(1600, 8, 0, 7, None)), None);
+    }
+
+    fn migrate(time: u64, tid: u32, from: u16, to: u16) -> Record {
+        Record {
+            time: Time(time),
+            event: Event::Migrate {
+                tid: Tid(tid),
+                from: Cpu(from),
+                to: Cpu(to),
+            },
+        }
+    }
+
+    fn wakeup(time: u64, tid: u32, cpu: u16) -> Record {
+        Record {
+            time: Time(time),
+            event: Event::Wakeup {
+                target: Cpu(cpu),
+                wakee: Tid(tid),
+                new_task: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_switch_in_on_another_cpu_with_no_migration_seen_gets_one_when_queued_there() {
+        let mut w = Unseen::default();
+        // 7 leaves CPU 1 preempted at 100, comes back on CPU 0 at 1000 after 300 ns
+        // queued there: moved at 700.
+        assert_eq!(made(&mut w, &switch_on(1, 100, 7, 0x100, 8, Some(0))), []);
+        let back = switch_on(0, 1000, 9, 1, 7, Some(300));
+        assert_eq!(made(&mut w, &back), [migrate(700, 7, 1, 0)]);
+        // Seen moving, then switched in there: nothing made.
+        made(&mut w, &switch_on(0, 1100, 7, 0x100, 9, Some(0)));
+        let moved = hit(1200, migrate(1200, 7, 0, 1).event, None, false);
+        assert_eq!(made(&mut w, &moved), []);
+        assert_eq!(made(&mut w, &switch_on(1, 1300, 8, 1, 7, Some(100))), []);
+        // The kernel's wait reaching back before it left the other CPU: just after.
+        made(&mut w, &switch_on(1, 1400, 7, 0x100, 8, Some(0)));
+        let back = switch_on(0, 1500, 9, 1, 7, Some(5000));
+        assert_eq!(made(&mut w, &back), [migrate(1401, 7, 1, 0)]);
+        assert_eq!(w.migrations(), 2);
+    }
+
+    #[test]
+    fn an_unseen_wakeup_that_moved_the_thread_makes_both_at_the_same_time() {
+        let mut w = Unseen::default();
+        made(&mut w, &switch_on(1, 100, 7, 1, 8, Some(0)));
+        let back = switch_on(0, 1000, 9, 1, 7, Some(300));
+        assert_eq!(
+            made(&mut w, &back),
+            [migrate(700, 7, 1, 0), wakeup(700, 7, 0)]
+        );
+        assert_eq!((w.migrations(), w.wakeups()), (1, 1));
+    }
+
+    #[test]
+    fn a_migration_from_another_cpu_or_a_switch_out_there_reveals_one_missed() {
+        let mut w = Unseen::default();
+        made(&mut w, &switch_on(1, 100, 7, 1, 8, Some(0)));
+        // Moved 1 → 0 unseen, then 0 → 1 seen: the first is made just after 100.
+        let moved = hit(500, migrate(500, 7, 0, 1).event, None, false);
+        assert_eq!(made(&mut w, &moved), [migrate(101, 7, 1, 0)]);
+        // Moved 1 → 0 unseen and its switch-in there not written either: the
+        // switch-out on 0 tells.
+        made(&mut w, &switch_on(1, 600, 8, 1, 7, Some(10)));
+        made(&mut w, &switch_on(1, 700, 7, 0x100, 8, Some(0)));
+        let out = switch_on(0, 900, 7, 1, 9, None);
+        assert_eq!(made(&mut w, &out), [migrate(701, 7, 1, 0)]);
+        assert_eq!(w.migrations(), 2);
+    }
+
+    #[test]
+    fn untraced_threads_and_the_idle_task_are_not_followed() {
+        let mut w = Unseen::default();
+        let mut a = switch_on(1, 100, 0, 0, 9, Some(0));
+        a.next_traced = false;
+        let mut b = switch_on(0, 200, 0, 0, 9, Some(0));
+        b.next_traced = false;
+        b.prev_traced = false;
+        assert_eq!(made(&mut w, &a), []);
+        assert_eq!(made(&mut w, &b), []);
+        // Idle (0) leaves CPU 1 then CPU 0: not one task moving.
+        made(&mut w, &switch_on(1, 300, 0, 0, 7, Some(0)));
+        assert_eq!(made(&mut w, &switch_on(0, 400, 0, 0, 8, Some(0))), []);
+        assert_eq!(w.migrations(), 0);
     }
 }

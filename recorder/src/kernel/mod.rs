@@ -10,8 +10,8 @@
 //!    it (docs/overhead.md, "The BPF kernel source"). Needs BTF, CAP_BPF and
 //!    CAP_PERFMON, and a recorder built with clang. On this project's platform the
 //!    kernel skips the programs for some wakeups (done from interrupts while the
-//!    sandbox supervisor's threads run); `bpf_wakes` dates them from the kernel's own
-//!    run-queue wait.
+//!    sandbox supervisor's threads run); `bpf_unseen` makes up the wakeups, dated from
+//!    the kernel's own run-queue wait, and the migrations they missed.
 //! 1. **ftrace** (`ftrace_source`): a private tracefs instance records the
 //!    tracepoints; switches they do not report are recovered from each event's running
 //!    task (`cpu_queue`). Needs write access to tracefs (root). On kernels where perf does not deliver
@@ -36,7 +36,8 @@
 //! - `cpu_queue` holds a CPU's ftrace events until they can be released, and recovers
 //!   the switches the tracepoint did not report from the events' running task;
 //! - `bpf_source` loads the BPF programs and reads their ring buffer (`bpf_ring`);
-//!   [`bpf_record`] decodes their records; `bpf_wakes` dates the wakeups they missed;
+//!   [`bpf_record`] decodes their records; `bpf_unseen` makes up the wakeups and
+//!   migrations they missed;
 //! - `bytes` reads the words of the buffers the kernel fills, for the decoders;
 //! - `reader_thread` empties everything on a thread of its own.
 //!
@@ -48,7 +49,7 @@
 pub mod bpf_record;
 pub(crate) mod bpf_ring;
 pub(crate) mod bpf_source;
-pub(crate) mod bpf_wakes;
+pub(crate) mod bpf_unseen;
 mod bytes;
 pub(crate) mod cpu_queue;
 mod foreign;
@@ -135,8 +136,11 @@ pub(crate) struct KernelStats {
     /// (see `bpf_source`): events missing from the trace.
     pub missed: u64,
     /// Wakeups the BPF programs did not see, dated from the kernel's run-queue wait
-    /// (`bpf_wakes`).
+    /// (`bpf_unseen`).
     pub wakeups_recovered: u64,
+    /// Migrations the BPF programs did not see, found from the CPUs of a thread's
+    /// switch records (`bpf_unseen`).
+    pub migrations_recovered: u64,
     /// The perf source: the largest of the CPUs' median delays from a reported switch
     /// to its perf switch-in record, ns (see [`switch_repair`]): a few µs when the
     /// tracepoints and perf share a clock; 0 when nothing was measured.

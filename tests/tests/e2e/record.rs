@@ -278,7 +278,8 @@ enum Source {
     /// while one of the guest agent's threads (pid 1) ran, where ftrace's probe on the
     /// same tracepoint records it (13 of 13 such wakeups in 20 s; 0 to 6 per run of
     /// this test). The reader dates each from the kernel's own run-queue wait
-    /// (`kernel.wakeups_recovered`, `recorder/src/kernel/bpf_wakes.rs`); one it could
+    /// (`kernel.wakeups_recovered`, `recorder/src/kernel/bpf_unseen.rs`), and the
+    /// migrations such a wakeup made (`kernel.migrations_recovered`); one it could
     /// not date is counted in `kernel.unseen_wakeups` and leaves that wait unknown
     /// within its span, which is what the test then holds it to.
     Bpf,

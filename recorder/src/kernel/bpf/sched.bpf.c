@@ -261,17 +261,19 @@ static __always_inline u64 switch_state(bool preempt, u32 prev_state, struct tas
     return high;
 }
 
-// What a switch record carries in its text: whether the task leaving is traced
-// (PREV_TRACED), and the run-queue wait that ends with this switch-in as the kernel
-// measures it for schedstat (the run queue's clock now less `sched_info.last_queued`,
-// the same subtraction `sched_info_arrive` makes right after this tracepoint;
-// WAIT_UNKNOWN when the kernel has no enqueue time, or the task arriving is not
-// traced). With them the reader dates a wakeup the programs did not see (bpf_wakes.rs).
+// What a switch record carries in its text: whether the task leaving and the task
+// arriving are traced (PREV_TRACED, NEXT_TRACED), and the run-queue wait that ends
+// with this switch-in as the kernel measures it for schedstat (the run queue's clock
+// now less `sched_info.last_queued`, the same subtraction `sched_info_arrive` makes
+// right after this tracepoint; WAIT_UNKNOWN when the kernel has no enqueue time, or the
+// task arriving is not traced). With them the reader makes up the wakeups and
+// migrations the programs did not see (bpf_unseen.rs).
 struct switch_text {
     u64 wait;
     u8 flags;
 };
 #define PREV_TRACED 1
+#define NEXT_TRACED 2
 #define WAIT_UNKNOWN (~0ULL)
 
 static __always_inline u64 run_queue_wait(struct task_struct *next)
@@ -304,7 +306,7 @@ int sched_switch(u64 *ctx)
         return 0;
     __builtin_memset(r->text, 0, sizeof(r->text));
     struct switch_text *t = (struct switch_text *)r->text;
-    t->flags = tp ? PREV_TRACED : 0;
+    t->flags = (tp ? PREV_TRACED : 0) | (tn ? NEXT_TRACED : 0);
     t->wait = tn ? run_queue_wait(next) : WAIT_UNKNOWN;
     submit(r);
     return 0;
