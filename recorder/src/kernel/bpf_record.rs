@@ -58,6 +58,9 @@ pub struct BpfHit {
     pub prev_traced: bool,
     /// A switch: whether the task arriving is traced.
     pub next_traced: bool,
+    /// A CPU-time charge of a traced task: its `sched_info.run_delay` (schedstat's
+    /// waiting up to its last switch-in).
+    pub run_delay: Option<u64>,
 }
 
 const PREV_TRACED: u8 = 1;
@@ -80,6 +83,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
     let text = || str_at(b, 32, 16);
     let mut side = false;
     let (mut wait_ns, mut prev_traced, mut next_traced) = (None, false, false);
+    let mut run_delay = None;
     let event = match kind {
         K_SWITCH => {
             wait_ns = Some(u64_at(b, 32)?).filter(|&w| w != u64::MAX);
@@ -130,6 +134,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         }
         K_CHARGE => {
             side = true;
+            run_delay = Some(u64_at(b, 32)?).filter(|&w| w != u64::MAX);
             Event::CpuTime { tid: Tid(a), ns: c }
         }
         _ => return None,
@@ -146,6 +151,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         wait_ns,
         prev_traced,
         next_traced,
+        run_delay,
     })
 }
 
@@ -217,7 +223,12 @@ pub(crate) mod tests {
                 comm: "java".into()
             }
         );
-        let hit = decode(&raw(7, 3, K_CHARGE, 1, 12, 0, 4000, "")).unwrap();
+        let mut charge = raw(7, 3, K_CHARGE, 1, 12, 0, 4000, "");
+        charge[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(decode(&charge).unwrap().run_delay, None);
+        charge[32..40].copy_from_slice(&5678u64.to_ne_bytes());
+        let hit = decode(&charge).unwrap();
+        assert_eq!(hit.run_delay, Some(5678));
         assert!(hit.side);
         assert_eq!(
             hit.record.event,

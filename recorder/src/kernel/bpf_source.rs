@@ -300,12 +300,15 @@ impl BpfSource {
         }
         self.check_loss();
         self.foreign.read_up_to(readable);
+        // Made-up records first: one dated at the instant of the switch-in it comes
+        // before (the kernel's wait 0) must stay before it, and records of equal time
+        // keep their arrival order; that switch-in goes out now or later.
+        self.stats.samples += made.len() as u64;
+        out.extend(made);
         for queue in &mut self.queues {
             let foreign = &mut self.foreign;
             queue.release(horizon, out, &mut self.stats, |r| foreign.skips(r));
         }
-        self.stats.samples += made.len() as u64;
-        out.extend(made);
         Drained {
             more: false,
             busiest: (consumed as f64 / self.ring.size() as f64).min(1.0),

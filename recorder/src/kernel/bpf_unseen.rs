@@ -21,6 +21,14 @@
 //! (or, a virtual CPU stalled between reserving and stamping, the other way round);
 //! the recorder's own check (`wake_audit`) sees the records in time order.
 //!
+//! A wakeup from an interrupt that came while a silent task ran (one whose records the
+//! kernel never reports, see `cpu_queue`) is often followed by a switch from that task
+//! to the woken thread, unreported as well: the thread's first record is then a charge.
+//! Charges of traced threads carry their `sched_info.run_delay`; what it grew by since
+//! the thread went to sleep (less the waits of switch-ins seen since) is the wait before
+//! that switch-in, which the charge dates (its time less the CPU time it charges, as
+//! `CpuQueue` dates the recovered switch).
+//!
 //! **Migrations.** A traced thread's CPU is known from its own switch and migration
 //! records; the kernel moves a thread only through `set_task_cpu`, whose tracepoint is
 //! reserved before the thread is queued on the new CPU, so before its switch-in there.
@@ -41,9 +49,12 @@ use super::bpf_record::BpfHit;
 /// the CPU each traced thread is on, and what was made up for them.
 #[derive(Default)]
 pub struct Unseen {
-    /// Per tid: when it switched out asleep. (Fx hashing: looked up per switch and
-    /// wakeup; tids are not chosen by an adversary.)
-    asleep: FxHashMap<u32, u64>,
+    /// Per tid: when it switched out asleep, and its `run_delay` then if known. (Fx
+    /// hashing: looked up per switch and wakeup; tids are not chosen by an adversary.)
+    asleep: FxHashMap<u32, (u64, Option<u64>)>,
+    /// Per traced tid: its `sched_info.run_delay` as its latest charge gave it, plus the
+    /// waits of the switch-ins seen since (what the kernel adds at each).
+    run_delay: FxHashMap<u32, u64>,
     /// Per tid: the latest wakeup seen in this read while it was not asleep here, for
     /// a switch-out reserved after a wakeup stamped later (cleared at each read).
     woken: FxHashMap<u32, u64>,
@@ -66,7 +77,7 @@ impl Unseen {
                 prev_state,
                 next,
             } => {
-                let wakeup = self.asleep.remove(&next.0).and_then(|out| {
+                let wakeup = self.asleep.remove(&next.0).and_then(|(out, _)| {
                     // After it went to sleep, never at the same instant (records of
                     // equal time keep their arrival order, and the switch-out may
                     // arrive later): the run queue's clock is not the trace's.
@@ -74,6 +85,11 @@ impl Unseen {
                         .map(|wait| time.saturating_sub(wait).max(out + 1))
                 });
                 if hit.next_traced && next.0 != 0 {
+                    if let (Some(wait), Some(delay)) =
+                        (hit.wait_ns, self.run_delay.get_mut(&next.0))
+                    {
+                        *delay += wait;
+                    }
                     // Queued on this CPU when its wait began.
                     let queued = wakeup.or(hit.wait_ns.map(|w| time.saturating_sub(w)));
                     self.arrive(next.0, cpu, time, queued, made);
@@ -95,10 +111,45 @@ impl Unseen {
                 let asleep = SwitchOut::from_prev_state(prev_state).needs_wakeup();
                 let woken_since = self.woken.remove(&prev.0).is_some_and(|w| w > time);
                 if hit.prev_traced && asleep && prev.0 != 0 && !woken_since {
-                    self.asleep.insert(prev.0, time);
+                    let delay = self.run_delay.get(&prev.0).copied();
+                    self.asleep.insert(prev.0, (time, delay));
                 } else {
                     self.asleep.remove(&prev.0);
                 }
+            }
+            Event::CpuTime { tid, ns } => {
+                let Some(delay) = hit.run_delay else {
+                    return;
+                };
+                // Charged while asleep by the records: woken and switched in unseen,
+                // both (a wakeup from an interrupt on a CPU where a silent task runs,
+                // which then switches to it). The switch-in is where this first charge
+                // of its stretch starts (`CpuQueue` dates it so); the kernel's wait
+                // before it is what run_delay grew by since it went to sleep.
+                if let Some((out, Some(before))) = self.asleep.get(&tid.0).copied() {
+                    if let Some(wait) = delay.checked_sub(before) {
+                        self.asleep.remove(&tid.0);
+                        let switch_in = time.saturating_sub(ns);
+                        // Its CPU: the charge's when written by the thread itself.
+                        let target = if hit.current == tid.0 {
+                            Some(Cpu(hit.cpu))
+                        } else {
+                            self.on_cpu.get(&tid.0).map(|&(cpu, _)| cpu)
+                        };
+                        if let Some(target) = target {
+                            self.wakeups += 1;
+                            made.push(Record {
+                                time: Time(switch_in.saturating_sub(wait).max(out + 1)),
+                                event: Event::Wakeup {
+                                    target,
+                                    wakee: tid,
+                                    new_task: false,
+                                },
+                            });
+                        }
+                    }
+                }
+                self.run_delay.insert(tid.0, delay);
             }
             Event::Migrate { tid, from, to } => {
                 self.arrive(tid.0, from, time, None, made);
@@ -107,7 +158,7 @@ impl Unseen {
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => {
                 match self.asleep.get(&wakee.0) {
                     // Stamped before the switch-out: the wakeup that raced with it.
-                    Some(&out) if time <= out => {}
+                    Some(&(out, _)) if time <= out => {}
                     Some(_) => {
                         self.asleep.remove(&wakee.0);
                     }
@@ -119,6 +170,7 @@ impl Unseen {
             Event::TaskExit { tid } => {
                 self.asleep.remove(&tid.0);
                 self.on_cpu.remove(&tid.0);
+                self.run_delay.remove(&tid.0);
             }
             _ => {}
         }
@@ -185,7 +237,17 @@ mod tests {
             wait_ns,
             prev_traced,
             next_traced: true,
+            run_delay: None,
         }
+    }
+
+    /// A charge of traced `tid` written by `current` on `cpu`, with its run_delay.
+    fn charge(time: u64, tid: u32, ns: u64, delay: u64, current: u32, cpu: u16) -> BpfHit {
+        let mut h = hit(time, Event::CpuTime { tid: Tid(tid), ns }, None, false);
+        h.run_delay = Some(delay);
+        h.current = current;
+        h.cpu = cpu;
+        h
     }
 
     /// What `w` makes up before `h`, all of it.
@@ -371,5 +433,34 @@ mod tests {
         made(&mut w, &switch_on(1, 300, 0, 0, 7, Some(0)));
         assert_eq!(made(&mut w, &switch_on(0, 400, 0, 0, 8, Some(0))), []);
         assert_eq!(w.migrations(), 0);
+    }
+
+    #[test]
+    fn a_charge_of_a_thread_asleep_by_the_records_makes_its_wakeup_from_run_delay() {
+        let mut w = Unseen::default();
+        // 7: charged (run_delay 1000), preempted, back after 50 ns queued (1050).
+        made(&mut w, &charge(50, 7, 40, 1000, 7, 1));
+        made(&mut w, &switch_on(1, 60, 7, 0x100, 8, Some(0)));
+        made(&mut w, &switch_on(1, 110, 8, 0x100, 7, Some(50)));
+        // Asleep at 200; woken and switched in on CPU 0 unseen, first charged at 2000
+        // for 100 ns, run_delay 1150: switched in at 1900 after 100 ns queued.
+        made(&mut w, &switch_on(1, 200, 7, 1, 8, Some(0)));
+        let first = charge(2000, 7, 100, 1150, 7, 0);
+        assert_eq!(made(&mut w, &first), [wakeup(1800, 7, 0)]);
+        // Its next charge makes nothing.
+        assert_eq!(made(&mut w, &charge(2500, 7, 500, 1150, 7, 0)), []);
+        assert_eq!(w.wakeups(), 1);
+        // Never before it went to sleep.
+        made(&mut w, &switch_on(0, 2600, 7, 1, 9, Some(0)));
+        let first = charge(2700, 7, 50, 9150, 7, 0);
+        assert_eq!(made(&mut w, &first), [wakeup(2601, 7, 0)]);
+        // Asleep with its run_delay not known (never charged before): nothing made.
+        made(&mut w, &switch_on(1, 3000, 5, 1, 8, Some(0)));
+        assert_eq!(made(&mut w, &charge(4000, 5, 100, 700, 5, 1)), []);
+        // Charged remotely: the CPU its records left it on.
+        made(&mut w, &switch_on(1, 4100, 5, 1, 8, Some(0)));
+        let remote = charge(5000, 5, 100, 900, 3, 0);
+        assert_eq!(made(&mut w, &remote), [wakeup(4700, 5, 1)]);
+        assert_eq!(w.wakeups(), 3);
     }
 }

@@ -59,6 +59,7 @@ struct thread_info {
     u32 cpu;
 };
 struct sched_info {
+    unsigned long long run_delay;
     unsigned long long last_queued;
 };
 struct rq {
@@ -446,7 +447,8 @@ int sched_stat_runtime(u64 *ctx)
     u64 runtime = ctx[1];
     u32 tid = p->pid;
     u32 current = current_tid();
-    if (!traced(tid)) {
+    bool mine = traced(tid);
+    if (!mine) {
         // Another program's charge: written only when it is the first of a task found
         // running here without a reported switch, to date that switch.
         u32 zero = 0;
@@ -457,6 +459,13 @@ int sched_stat_runtime(u64 *ctx)
         }
         *slot = tid;
     }
-    write(K_CHARGE, current, tid, 0, runtime);
+    struct record *r = emit(K_CHARGE, current, tid, 0, runtime);
+    if (!r)
+        return 0;
+    // The task's run_delay (schedstat's waiting, as of its last switch-in): with it
+    // the reader dates a wakeup whose switch-in it did not see either (bpf_unseen.rs).
+    __builtin_memset(r->text, 0, sizeof(r->text));
+    *(u64 *)r->text = mine ? p->sched_info.run_delay : WAIT_UNKNOWN;
+    submit(r);
     return 0;
 }
