@@ -40,11 +40,14 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
     assert!(status.success(), "sonda record failed: {status}");
     // Time stolen by the hypervisor while a thread ran is on-CPU time for the trace but
     // not for schedstat (the kernel subtracts it from the task clock). /proc/stat counts
-    // it in clock ticks: if any was stolen, two ticks more. (Interrupt time is charged
-    // to the interrupted task by this kernel, as by the trace.)
+    // it in clock ticks, floored: if any was stolen, two ticks more; if none was counted,
+    // up to one tick may still hide below the floor (seen: the guest paused 5.2 ms, one
+    // thread's task clock advanced 0.1 ms of it, /proc/stat's steal did not move).
+    // (Interrupt time is charged to the interrupted task by this kernel, as by the trace.)
+    let tick = 1_000_000_000 / clock_ticks_per_s();
     let stolen = match stolen_cpu_ns() - stolen_before {
-        0 => 0,
-        ns => ns + 20_000_000,
+        0 => tick,
+        ns => ns + 2 * tick,
     };
     assert!(
         buffer_files_of(sonda_pid).is_empty(),
@@ -148,7 +151,9 @@ fn every_thread_matches_its_schedstat_and_the_process_tree_is_followed() {
             o.tid
         );
     }
-    eprintln!("{report}stolen CPU time during the recording (plus two ticks if any): {stolen} ns");
+    eprintln!(
+        "{report}stolen CPU time during the recording (with the ticks it may hide): {stolen} ns"
+    );
     assert_eq!(
         bad, 0,
         "threads whose trace totals differ from schedstat:\n{report}"

@@ -84,13 +84,19 @@ pub struct Totals {
 
 /// Recomputes run and runnable-wait totals per thread from `Switch` and `Wakeup` events,
 /// the way the kernel's schedstat counts them: running from switch-in to switch-out,
-/// waiting from a wakeup (or a switch-out while still runnable) to the next switch-in.
+/// waiting from a wakeup (or a switch-out while still runnable) to the next switch-in;
+/// but a thread preempted with its last CPU-time charge more than
+/// [`sonda_timeline::sched::STALE_CLOCK_NS`] (and at most `STALE_CLOCK_MAX_NS`) before
+/// the switch-out left on a clock the scheduler had not updated since, and schedstat
+/// counts it waiting from that charge.
 /// A thread with a cut time stops being counted at that time. A switch-in from sleep
 /// without a reported wakeup counts no wait, and its sleep goes to `wait_unknown`.
 pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Totals> {
     let mut state: HashMap<u32, State> = HashMap::new();
     let mut totals: HashMap<u32, Totals> = HashMap::new();
     let mut closed: HashMap<u32, ()> = HashMap::new();
+    // Per running thread: its last charge in the stretch.
+    let mut charged: HashMap<u32, u64> = HashMap::new();
     fn close(t: &mut Totals, s: State, at: u64) {
         match s {
             State::Running(since) => t.run += at.saturating_sub(since),
@@ -119,15 +125,28 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
                 if live(*prev) {
                     let t = totals.entry(prev.0).or_default();
                     let s = state.get(&prev.0).copied().unwrap_or(State::Unknown);
-                    if let State::Running(since) = s {
-                        t.run += now - since;
-                    }
                     let out = SwitchOut::from_prev_state(*prev_state);
+                    let last = charged.remove(&prev.0);
+                    let left = match (s, last) {
+                        (State::Running(since), Some(c))
+                            if out == SwitchOut::Runnable
+                                && c >= since
+                                && (sonda_timeline::sched::STALE_CLOCK_NS + 1
+                                    ..=sonda_timeline::sched::STALE_CLOCK_MAX_NS)
+                                    .contains(&(now - c)) =>
+                        {
+                            c
+                        }
+                        _ => now,
+                    };
+                    if let State::Running(since) = s {
+                        t.run += left - since;
+                    }
                     if out == SwitchOut::Uninterruptible {
                         t.io_blocks += 1;
                     }
                     let next_state = if out == SwitchOut::Runnable {
-                        State::Runnable(now)
+                        State::Runnable(left)
                     } else {
                         State::Off(now)
                     };
@@ -144,8 +163,12 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
                         _ => {}
                     }
                     t.slices += 1;
+                    charged.remove(&next.0);
                     state.insert(next.0, State::Running(now));
                 }
+            }
+            Event::CpuTime { tid, .. } if matches!(state.get(&tid.0), Some(State::Running(_))) => {
+                charged.insert(tid.0, now);
             }
             Event::Wakeup { wakee, .. } if live(*wakee) => {
                 let s = state.entry(wakee.0).or_insert(State::Unknown);
@@ -218,9 +241,13 @@ pub fn stolen_cpu_ns() -> u64 {
         .nth(8)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    steal * 1_000_000_000 / clock_ticks_per_s()
+}
+
+/// The unit of /proc/stat's times, per second.
+pub fn clock_ticks_per_s() -> u64 {
     // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    steal * 1_000_000_000 / hz
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
 }
 
 /// Buffer files of collector `pid` left in /dev/shm.
