@@ -93,9 +93,11 @@ pub const STALE_CLOCK_NS: u64 = 10_000;
 /// between the thread's last charge and its switch-out leaves the same gap, with the
 /// clock updated at the switch: its task clock did not advance, so no charge, and the
 /// kernel counts that time neither running nor waiting (steal). Measured with a heavy
-/// steal (140-160 ms a second on two CPUs): preempted threads' gaps of 1-3 ms that
-/// schedstat did not count as waiting; the rescheduling interrupt's own delay was
-/// 10-100 µs. Longer gaps stay the steal debt's, as before.
+/// steal (140-160 ms a second on two CPUs), the unbounded rule put a short-lived
+/// thread's waiting 2.7-3.5 ms over schedstat; the rescheduling interrupt's own delay
+/// was 10-100 µs. Longer gaps stay the steal debt's, as before (a stale gap that long,
+/// the CPU itself stopped with the interrupt pending, is then shown stolen: its last
+/// charge, the remote wakeup's, would tell it apart, were the writer in the trace).
 pub const STALE_CLOCK_MAX_NS: u64 = 250_000;
 
 /// What the timeline counted for one thread.
