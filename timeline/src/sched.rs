@@ -100,6 +100,13 @@ pub const STALE_CLOCK_NS: u64 = 10_000;
 /// charge, the remote wakeup's, would tell it apart, were the writer in the trace).
 pub const STALE_CLOCK_MAX_NS: u64 = 250_000;
 
+/// Whether `gap_ns` from a preempted thread's last charge in its stretch to its
+/// switch-out record is a stale clock's (see [`STALE_CLOCK_NS`]): the kernel counts the
+/// thread queued from that charge.
+pub fn stale_clock_gap(gap_ns: u64) -> bool {
+    (STALE_CLOCK_NS + 1..=STALE_CLOCK_MAX_NS).contains(&gap_ns)
+}
+
 /// What the timeline counted for one thread.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadStats {
@@ -348,8 +355,7 @@ impl Sched {
         if let Some(mark) = self.charge_mark.take() {
             let tail = at.since(mark);
             let preempted = after == Some(ThreadState::Runnable) && self.life != Life::Exiting;
-            let stale = (STALE_CLOCK_NS + 1..=STALE_CLOCK_MAX_NS).contains(&tail);
-            if preempted && self.charged && stale && mark >= self.since {
+            if preempted && self.charged && stale_clock_gap(tail) && mark >= self.since {
                 // Preempted with the scheduler's clock last updated at that charge (see
                 // `STALE_CLOCK_NS`): the kernel counts the thread queued from there. What
                 // it was charged beyond its wall time (a negative debt: the clock had it

@@ -11,7 +11,8 @@
 //!
 //! A switch's text holds the run-queue wait ending with its switch-in as the kernel
 //! measures it (`u64` at 32, all ones when not known) and flags (`u8` at 40: 1 the task
-//! leaving is traced).
+//! leaving is traced, 2 the one arriving is). A charge's text holds the task's
+//! `sched_info.run_delay` (`u64` at 32, all ones when the task is not traced).
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's
@@ -66,6 +67,11 @@ pub struct BpfHit {
 const PREV_TRACED: u8 = 1;
 const NEXT_TRACED: u8 = 2;
 
+/// The `u64` at `at`, `None` inside when it is all ones (the programs' "not known").
+fn known_u64_at(b: &[u8], at: usize) -> Option<Option<u64>> {
+    Some(Some(u64_at(b, at)?).filter(|&v| v != u64::MAX))
+}
+
 /// A NUL-terminated string in `b[at..at + len]` (all of it when there is no NUL).
 fn str_at(b: &[u8], at: usize, len: usize) -> Option<String> {
     let bytes = b.get(at..at + len)?;
@@ -86,7 +92,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
     let mut run_delay = None;
     let event = match kind {
         K_SWITCH => {
-            wait_ns = Some(u64_at(b, 32)?).filter(|&w| w != u64::MAX);
+            wait_ns = known_u64_at(b, 32)?;
             let flags = *b.get(40)?;
             prev_traced = flags & PREV_TRACED != 0;
             next_traced = flags & NEXT_TRACED != 0;
@@ -134,7 +140,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         }
         K_CHARGE => {
             side = true;
-            run_delay = Some(u64_at(b, 32)?).filter(|&w| w != u64::MAX);
+            run_delay = known_u64_at(b, 32)?;
             Event::CpuTime { tid: Tid(a), ns: c }
         }
         _ => return None,

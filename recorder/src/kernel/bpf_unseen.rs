@@ -104,31 +104,18 @@ impl Unseen {
                         }
                         // Queued on this CPU when its wait began.
                         let queued = wakeup.or(hit.wait_ns.map(|w| time.saturating_sub(w)));
-                        if let Some(m) = arrive(t, next, cpu, time, queued) {
-                            self.migrations += 1;
-                            made.push(m);
-                        }
+                        self.migrations += u64::from(arrive(t, next, cpu, time, queued, made));
                     }
                 }
                 if let Some(at) = wakeup {
                     self.wakeups += 1;
-                    made.push(Record {
-                        time: Time(at),
-                        event: Event::Wakeup {
-                            target: cpu,
-                            wakee: next,
-                            new_task: false,
-                        },
-                    });
+                    made.push(wakeup_record(at, cpu, next));
                 }
                 let asleep = SwitchOut::from_prev_state(prev_state).needs_wakeup();
                 let woken_since = self.woken.remove(&prev.0).is_some_and(|w| w > time);
                 if prev.0 != 0 && hit.prev_traced {
                     let t = self.threads.entry(prev.0).or_default();
-                    if let Some(m) = arrive(t, prev, cpu, time, None) {
-                        self.migrations += 1;
-                        made.push(m);
-                    }
+                    self.migrations += u64::from(arrive(t, prev, cpu, time, None, made));
                     t.asleep = (asleep && !woken_since).then_some((time, t.run_delay));
                 } else if let Some(t) = self.threads.get_mut(&prev.0) {
                     t.asleep = None;
@@ -156,14 +143,8 @@ impl Unseen {
                         };
                         if let Some(target) = target {
                             self.wakeups += 1;
-                            made.push(Record {
-                                time: Time(switch_in.saturating_sub(wait).max(out + 1)),
-                                event: Event::Wakeup {
-                                    target,
-                                    wakee: tid,
-                                    new_task: false,
-                                },
-                            });
+                            let at = switch_in.saturating_sub(wait).max(out + 1);
+                            made.push(wakeup_record(at, target, tid));
                         }
                     }
                 }
@@ -171,18 +152,18 @@ impl Unseen {
             }
             Event::Migrate { tid, from, to } => {
                 let t = self.threads.entry(tid.0).or_default();
-                if let Some(m) = arrive(t, tid, from, time, None) {
-                    self.migrations += 1;
-                    made.push(m);
-                }
+                self.migrations += u64::from(arrive(t, tid, from, time, None, made));
                 t.on_cpu = Some((to, time));
             }
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => {
                 match self.threads.get_mut(&wakee.0) {
-                    Some(t) if t.asleep.is_some() => {
+                    Some(Thread {
+                        asleep: asleep @ Some(_),
+                        ..
+                    }) => {
                         // Stamped before the switch-out: the wakeup that raced with it.
-                        if t.asleep.is_some_and(|(out, _)| time > out) {
-                            t.asleep = None;
+                        if asleep.is_some_and(|(out, _)| time > out) {
+                            *asleep = None;
                         }
                     }
                     _ => {
@@ -214,22 +195,44 @@ impl Unseen {
 }
 
 /// A record at `time` puts traced `tid` (as `t`) on `cpu`; when its records left it on
-/// another, the migration missed, at `queued` (when it was queued on `cpu`, if known)
-/// but after its last record on the other CPU.
-fn arrive(t: &mut Thread, tid: Tid, cpu: Cpu, time: u64, queued: Option<u64>) -> Option<Record> {
-    let (was, seen) = t.on_cpu.replace((cpu, time))?;
+/// another, appends the migration missed to `made`, at `queued` (when it was queued on
+/// `cpu`, if known) but after its last record on the other CPU. Says whether it did.
+fn arrive(
+    t: &mut Thread,
+    tid: Tid,
+    cpu: Cpu,
+    time: u64,
+    queued: Option<u64>,
+    made: &mut Vec<Record>,
+) -> bool {
+    let Some((was, seen)) = t.on_cpu.replace((cpu, time)) else {
+        return false;
+    };
     if was == cpu {
-        return None;
+        return false;
     }
     let at = queued.map_or(seen + 1, |q| q.max(seen + 1)).min(time);
-    Some(Record {
+    made.push(Record {
         time: Time(at),
         event: Event::Migrate {
             tid,
             from: was,
             to: cpu,
         },
-    })
+    });
+    true
+}
+
+/// A wakeup of `wakee` onto `target`'s run queue at `at`, made up.
+fn wakeup_record(at: u64, target: Cpu, wakee: Tid) -> Record {
+    Record {
+        time: Time(at),
+        event: Event::Wakeup {
+            target,
+            wakee,
+            new_task: false,
+        },
+    }
 }
 
 #[cfg(test)]

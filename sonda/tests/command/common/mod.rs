@@ -85,10 +85,9 @@ pub struct Totals {
 /// Recomputes run and runnable-wait totals per thread from `Switch` and `Wakeup` events,
 /// the way the kernel's schedstat counts them: running from switch-in to switch-out,
 /// waiting from a wakeup (or a switch-out while still runnable) to the next switch-in;
-/// but a thread preempted with its last CPU-time charge more than
-/// [`sonda_timeline::sched::STALE_CLOCK_NS`] (and at most `STALE_CLOCK_MAX_NS`) before
-/// the switch-out left on a clock the scheduler had not updated since, and schedstat
-/// counts it waiting from that charge.
+/// but a thread preempted with its last CPU-time charge a stale clock's gap before the
+/// switch-out ([`sonda_timeline::sched::stale_clock_gap`]) left on a clock the scheduler
+/// had not updated since, and schedstat counts it waiting from that charge.
 /// A thread with a cut time stops being counted at that time. A switch-in from sleep
 /// without a reported wakeup counts no wait, and its sleep goes to `wait_unknown`.
 pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Totals> {
@@ -131,9 +130,7 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
                         (State::Running(since), Some(c))
                             if out == SwitchOut::Runnable
                                 && c >= since
-                                && (sonda_timeline::sched::STALE_CLOCK_NS + 1
-                                    ..=sonda_timeline::sched::STALE_CLOCK_MAX_NS)
-                                    .contains(&(now - c)) =>
+                                && sonda_timeline::sched::stale_clock_gap(now - c) =>
                         {
                             c
                         }
