@@ -71,11 +71,17 @@ struct Thread {
     run_delay: Option<u64>,
     /// The CPU its latest switch or migration record put it on, and that record's time.
     on_cpu: Option<(Cpu, u64)>,
+    /// Its latest wakeup since it last went to sleep, seen or made up: a migration
+    /// missed while it slept was its wakeup's (never dated before it, or the timeline
+    /// takes the thread for one moved asleep on a run queue).
+    woken_at: Option<u64>,
 }
 
 impl Unseen {
     /// Looks at the next record in ring order; appends to `made` what the kernel did
-    /// before it that the programs did not see (a migration, then a wakeup).
+    /// before it that the programs did not see (a wakeup, then a migration at the same
+    /// instant: the timeline takes a thread moved with no wakeup before it for one moved
+    /// asleep on a run queue).
     pub fn see(&mut self, hit: &BpfHit, made: &mut Vec<Record>) {
         let time = hit.record.time.0;
         match hit.record.event {
@@ -85,19 +91,23 @@ impl Unseen {
                 prev_state,
                 next,
             } => {
-                let mut wakeup = None;
                 let arriving = match hit.next_traced && next.0 != 0 {
                     true => Some(self.threads.entry(next.0).or_default()),
                     false => self.threads.get_mut(&next.0),
                 };
                 if let Some(t) = arriving {
-                    wakeup = t.asleep.take().and_then(|(out, _)| {
+                    let wakeup = t.asleep.take().and_then(|(out, _)| {
                         // After it went to sleep, never at the same instant (records of
                         // equal time keep their arrival order, and the switch-out may
                         // arrive later): the run queue's clock is not the trace's.
                         hit.wait_ns
                             .map(|wait| time.saturating_sub(wait).max(out + 1))
                     });
+                    if let Some(at) = wakeup {
+                        self.wakeups += 1;
+                        made.push(wakeup_record(at, cpu, next));
+                        t.woken_at = Some(at);
+                    }
                     if hit.next_traced {
                         if let (Some(wait), Some(delay)) = (hit.wait_ns, t.run_delay.as_mut()) {
                             *delay += wait;
@@ -107,16 +117,15 @@ impl Unseen {
                         self.migrations += u64::from(arrive(t, next, cpu, time, queued, made));
                     }
                 }
-                if let Some(at) = wakeup {
-                    self.wakeups += 1;
-                    made.push(wakeup_record(at, cpu, next));
-                }
                 let asleep = SwitchOut::from_prev_state(prev_state).needs_wakeup();
                 let woken_since = self.woken.remove(&prev.0).is_some_and(|w| w > time);
                 if prev.0 != 0 && hit.prev_traced {
                     let t = self.threads.entry(prev.0).or_default();
                     self.migrations += u64::from(arrive(t, prev, cpu, time, None, made));
                     t.asleep = (asleep && !woken_since).then_some((time, t.run_delay));
+                    if t.asleep.is_some() {
+                        t.woken_at = None;
+                    }
                 } else if let Some(t) = self.threads.get_mut(&prev.0) {
                     t.asleep = None;
                 }
@@ -144,6 +153,7 @@ impl Unseen {
                         if let Some(target) = target {
                             self.wakeups += 1;
                             let at = switch_in.saturating_sub(wait).max(out + 1);
+                            t.woken_at = Some(at);
                             made.push(wakeup_record(at, target, tid));
                         }
                     }
@@ -156,14 +166,17 @@ impl Unseen {
                 t.on_cpu = Some((to, time));
             }
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => {
-                match self.threads.get_mut(&wakee.0) {
+                let thread = self.threads.get_mut(&wakee.0);
+                match thread {
                     Some(Thread {
                         asleep: asleep @ Some(_),
+                        woken_at,
                         ..
                     }) => {
                         // Stamped before the switch-out: the wakeup that raced with it.
                         if asleep.is_some_and(|(out, _)| time > out) {
                             *asleep = None;
+                            *woken_at = Some(time);
                         }
                     }
                     _ => {
@@ -196,7 +209,8 @@ impl Unseen {
 
 /// A record at `time` puts traced `tid` (as `t`) on `cpu`; when its records left it on
 /// another, appends the migration missed to `made`, at `queued` (when it was queued on
-/// `cpu`, if known) but after its last record on the other CPU. Says whether it did.
+/// `cpu`, if known) but after its last record on the other CPU and not before its
+/// latest wakeup. Says whether it did.
 fn arrive(
     t: &mut Thread,
     tid: Tid,
@@ -211,7 +225,8 @@ fn arrive(
     if was == cpu {
         return false;
     }
-    let at = queued.map_or(seen + 1, |q| q.max(seen + 1)).min(time);
+    let floor = (seen + 1).max(t.woken_at.unwrap_or(0));
+    let at = queued.map_or(floor, |q| q.max(floor)).min(time);
     made.push(Record {
         time: Time(at),
         event: Event::Migrate {
@@ -412,7 +427,7 @@ mod tests {
         let back = switch_on(0, 1000, 9, 1, 7, Some(300));
         assert_eq!(
             made(&mut w, &back),
-            [migrate(700, 7, 1, 0), wakeup(700, 7, 0)]
+            [wakeup(700, 7, 0), migrate(700, 7, 1, 0)]
         );
         assert_eq!((w.migrations(), w.wakeups()), (1, 1));
     }
@@ -476,5 +491,21 @@ mod tests {
         let remote = charge(5000, 5, 100, 900, 3, 0);
         assert_eq!(made(&mut w, &remote), [wakeup(4700, 5, 1)]);
         assert_eq!(w.wakeups(), 3);
+    }
+
+    #[test]
+    fn a_migration_found_after_an_unseen_wakeup_is_dated_no_earlier_than_it() {
+        let mut w = Unseen::default();
+        // 7 charged on CPU 1 (run_delay 100), asleep at 200; woken at 900 and switched in
+        // on CPU 0 unseen (its charge at 1000 for 50 ns, run_delay 150); its switch-out
+        // there shows the move: made at its wakeup, not just after 200.
+        made(&mut w, &charge(150, 7, 40, 100, 7, 1));
+        made(&mut w, &switch_on(1, 200, 7, 1, 8, Some(0)));
+        assert_eq!(
+            made(&mut w, &charge(1000, 7, 50, 150, 7, 0)),
+            [wakeup(900, 7, 0)]
+        );
+        let out = switch_on(0, 1100, 7, 1, 9, Some(0));
+        assert_eq!(made(&mut w, &out), [migrate(900, 7, 1, 0)]);
     }
 }
