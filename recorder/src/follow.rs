@@ -408,6 +408,7 @@ impl<L: TaskLookup> Follow<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonda_trace::ChargedBy;
     use sonda_trace::{Cpu, Time};
     use std::collections::HashMap;
 
@@ -551,6 +552,7 @@ mod tests {
             r(Event::CpuTime {
                 tid: Tid(tid),
                 ns: 4_000_000,
+                by: ChargedBy::Itself,
             })
         };
         assert!(f.process(&charge(102), &mut metas));

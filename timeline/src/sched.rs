@@ -56,12 +56,14 @@
 //!   switches (a charge starts a little before the switch-in record and ends a little
 //!   before the switch-out record), so the debt carries over from one stretch to the
 //!   next instead of being forgotten.
-//! - A preemption on a stale clock: a preempted thread whose last charge came more than
-//!   [`STALE_CLOCK_NS`] before its switch-out was switched out on a clock the scheduler
-//!   had not updated since that charge, and the kernel counts it queued from there; so
-//!   does the machine (and that tail owes nothing).
+//! - A preemption on a stale clock: a preempted thread whose last charge was written
+//!   by another task (a wakeup from another CPU; in traces that do not say, one that
+//!   came more than [`STALE_CLOCK_NS`] before its switch-out) was switched out on a
+//!   clock the scheduler had not updated since that charge, and the kernel counts it
+//!   queued from there; so does the machine (and that tail owes nothing). See
+//!   [`stale_clock`].
 
-use sonda_trace::{Cpu, Event, Source, SwitchOut, Tid, Time};
+use sonda_trace::{ChargedBy, Cpu, Event, Source, SwitchOut, Tid, Time};
 
 use crate::output::{At, Interval, QueuedAsleep, Sink, ThreadIx};
 use crate::procfs::{split, Sample};
@@ -86,7 +88,8 @@ pub const STEAL_FLOOR_NS: i64 = 20_000;
 /// charge to a preempting switch-out is 0-8 µs or 10-80 µs, nothing between; the second
 /// kind added up to the 1.2-2.7 ms of waiting that schedstat counted and the trace
 /// showed as stolen. Below this bound the gap is the jitter the steal debt absorbs;
-/// above [`STALE_CLOCK_MAX_NS`] it is not told apart from steal (next).
+/// above [`STALE_CLOCK_MAX_NS`] it is not told apart from steal (next). Only for traces
+/// that do not say who wrote each charge (before format 2.1): see [`stale_clock`].
 pub const STALE_CLOCK_NS: u64 = 10_000;
 
 /// The longest gap taken for a stale clock, ns. A virtual CPU the hypervisor stops
@@ -96,15 +99,25 @@ pub const STALE_CLOCK_NS: u64 = 10_000;
 /// steal (140-160 ms a second on two CPUs), the unbounded rule put a short-lived
 /// thread's waiting 2.7-3.5 ms over schedstat; the rescheduling interrupt's own delay
 /// was 10-100 µs. Longer gaps stay the steal debt's, as before (a stale gap that long,
-/// the CPU itself stopped with the interrupt pending, is then shown stolen: its last
-/// charge, the remote wakeup's, would tell it apart, were the writer in the trace).
+/// the CPU itself stopped with the interrupt pending, is then shown stolen). Only for
+/// traces that do not say who wrote each charge: see [`stale_clock`].
 pub const STALE_CLOCK_MAX_NS: u64 = 250_000;
 
-/// Whether `gap_ns` from a preempted thread's last charge in its stretch to its
-/// switch-out record is a stale clock's (see [`STALE_CLOCK_NS`]): the kernel counts the
-/// thread queued from that charge.
-pub fn stale_clock_gap(gap_ns: u64) -> bool {
-    (STALE_CLOCK_NS + 1..=STALE_CLOCK_MAX_NS).contains(&gap_ns)
+/// Whether a preempted thread whose last charge in its stretch was written `by` that
+/// writer, `gap_ns` before its switch-out record, left on a stale clock: the kernel
+/// counts it queued from that charge. A charge written by another task is the preempting
+/// wakeup's (the switch after it does not update the clock, and a switch on an updated
+/// clock charges the thread itself just before it), whatever the gap; after the
+/// thread's own last charge a gap is the hypervisor's, steal, which the kernel counts
+/// neither running nor waiting. Without the writer (traces before format 2.1) the gap's
+/// length decides, wrong now and then either way (see [`STALE_CLOCK_NS`] and
+/// [`STALE_CLOCK_MAX_NS`]).
+pub fn stale_clock(by: ChargedBy, gap_ns: u64) -> bool {
+    match by {
+        ChargedBy::Other => true,
+        ChargedBy::Itself => false,
+        ChargedBy::Unknown => (STALE_CLOCK_NS + 1..=STALE_CLOCK_MAX_NS).contains(&gap_ns),
+    }
 }
 
 /// What the timeline counted for one thread.
@@ -232,8 +245,8 @@ pub(crate) struct Sched {
     /// switch-in or its last charge. `None` when not running, or running since before
     /// the trace (the first charge then sets it).
     charge_mark: Option<Time>,
-    /// `charge_mark` is a charge, not the switch-in.
-    charged: bool,
+    /// Who wrote the charge `charge_mark` is; `None` when it is the switch-in.
+    charged: Option<ChargedBy>,
     /// Wall time on a CPU minus the CPU time charged for it and minus what was already
     /// made [`ThreadState::Stolen`], ns (see the module doc).
     debt: i64,
@@ -255,7 +268,7 @@ impl Sched {
             waking: false,
             queued_since: None,
             charge_mark: None,
-            charged: false,
+            charged: None,
             debt: 0,
             stats: ThreadStats::default(),
         }
@@ -355,9 +368,10 @@ impl Sched {
         if let Some(mark) = self.charge_mark.take() {
             let tail = at.since(mark);
             let preempted = after == Some(ThreadState::Runnable) && self.life != Life::Exiting;
-            if preempted && self.charged && stale_clock_gap(tail) && mark >= self.since {
+            let stale = self.charged.is_some_and(|by| stale_clock(by, tail));
+            if preempted && stale && mark >= self.since {
                 // Preempted with the scheduler's clock last updated at that charge (see
-                // `STALE_CLOCK_NS`): the kernel counts the thread queued from there. What
+                // `stale_clock`): the kernel counts the thread queued from there. What
                 // it was charged beyond its wall time (a negative debt: the clock had it
                 // running from a little before its switch-in record) it runs on first,
                 // so that Running and waiting stay the kernel's as for any other switch.
@@ -399,22 +413,22 @@ impl Sched {
         self.waking = false;
         self.become_(at, ThreadState::Running, Some(cpu), out);
         self.charge_mark = Some(at);
-        self.charged = false;
+        self.charged = None;
         // A wakeup the kernel did not report: the kernel counted it waiting up to now.
         self.end_queued_asleep(at, out);
         from
     }
 
-    /// The kernel charged the running thread `ns` of CPU time at `at`
+    /// The kernel charged the running thread `ns` of CPU time at `at`, written `by`
     /// (`Event::CpuTime`): weighs the wall time since the last charge against it, and
     /// makes what is owed beyond [`STEAL_FLOOR_NS`] stolen (see the module doc).
-    pub fn charge(&mut self, at: Time, ns: u64, out: &mut impl Sink) {
+    pub fn charge(&mut self, at: Time, ns: u64, by: ChargedBy, out: &mut impl Sink) {
         if self.life == Life::Ended || self.state != ThreadState::Running {
             // Not running as far as the trace knows (a record was lost): nothing to
             // weigh the charge against.
             return;
         }
-        self.charged = true;
+        self.charged = Some(by);
         let Some(mark) = self.charge_mark.replace(at) else {
             // Running since before the trace: the stretch's start is not known.
             return;
@@ -705,11 +719,11 @@ mod tests {
         s.wakeup(Time(0), Cpu(1), &mut out);
         s.switch_in(Time(1_000), Cpu(1), &mut out);
         // A wakeup from the other CPU charges it at 101 µs; the switch comes 35 µs later.
-        s.charge(Time(101_000), 100_000, &mut out);
+        s.charge(Time(101_000), 100_000, ChargedBy::Unknown, &mut out);
         s.switch_out(Time(136_000), Cpu(1), 0, &mut out);
         s.switch_in(Time(200_000), Cpu(1), &mut out);
         // Its own switch charged 3 µs before the record: the debt's, as before.
-        s.charge(Time(297_000), 97_000, &mut out);
+        s.charge(Time(297_000), 97_000, ChargedBy::Unknown, &mut out);
         s.switch_out(Time(300_000), Cpu(1), 0x100, &mut out);
         s.switch_in(Time(400_000), Cpu(1), &mut out);
         // A stretch with no charge at all: nothing tells when the clock was last
@@ -737,7 +751,7 @@ mod tests {
         let mut out = Intervals::default();
         s.seed(Runnable, Some(Cpu(0)));
         s.switch_in(Time(10_000), Cpu(0), &mut out);
-        s.charge(Time(60_000), 54_000, &mut out);
+        s.charge(Time(60_000), 54_000, ChargedBy::Unknown, &mut out);
         s.switch_out(Time(90_000), Cpu(0), 0, &mut out);
         s.finish(Time(100_000), &mut out);
         assert_eq!(
@@ -754,7 +768,7 @@ mod tests {
         let mut out = Intervals::default();
         s.seed(Runnable, Some(Cpu(0)));
         s.switch_in(Time(0), Cpu(0), &mut out);
-        s.charge(Time(50_000), 50_000, &mut out);
+        s.charge(Time(50_000), 50_000, ChargedBy::Unknown, &mut out);
         s.switch_out(Time(1_050_000), Cpu(0), 0, &mut out);
         assert_eq!(s.debt, 1_000_000);
         // Asleep: the gap stays the debt's (the kernel stops its clock at the charge and
@@ -763,7 +777,48 @@ mod tests {
         let mut out = Intervals::default();
         s.seed(Running, Some(Cpu(0)));
         s.switch_in(Time(0), Cpu(0), &mut out);
-        s.charge(Time(50_000), 50_000, &mut out);
+        s.charge(Time(50_000), 50_000, ChargedBy::Unknown, &mut out);
+        s.switch_out(Time(80_000), Cpu(0), 0x1, &mut out);
+        assert_eq!(s.debt, 30_000);
+    }
+
+    /// With the charges' writers in the trace (format 2.1), the writer decides, not the
+    /// gap: a preempted thread last charged by another task (the preempting wakeup) is
+    /// queued from that charge however short or long the gap (the rescheduling interrupt
+    /// on a stopped virtual CPU); last charged by itself, the gap is steal.
+    #[test]
+    fn a_charge_by_another_task_is_where_a_preempted_thread_starts_waiting() {
+        let run = |by, charge_at: u64, out_at: u64| {
+            let mut s = fresh();
+            let mut out = Intervals::default();
+            s.seed(Runnable, Some(Cpu(0)));
+            s.switch_in(Time(0), Cpu(0), &mut out);
+            s.charge(Time(charge_at), charge_at, by, &mut out);
+            s.switch_out(Time(out_at), Cpu(0), 0, &mut out);
+            s.finish(Time(out_at + 1_000), &mut out);
+            (out.0, s.debt)
+        };
+        for gap in [5_000, 35_000, 1_000_000] {
+            let (states, debt) = run(ChargedBy::Other, 50_000, 50_000 + gap);
+            assert_eq!(
+                states,
+                vec![
+                    (0, 50_000, Running, Some(0)),
+                    (50_000, 51_000 + gap, Runnable, Some(0)),
+                ],
+                "gap {gap}"
+            );
+            assert_eq!(debt, 0);
+            let (states, debt) = run(ChargedBy::Itself, 50_000, 50_000 + gap);
+            assert_eq!(states[0], (0, 50_000 + gap, Running, Some(0)), "gap {gap}");
+            assert_eq!(debt, gap as i64);
+        }
+        // Asleep after another task's charge: no run queue, no stale clock to follow.
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Runnable, Some(Cpu(0)));
+        s.switch_in(Time(0), Cpu(0), &mut out);
+        s.charge(Time(50_000), 50_000, ChargedBy::Other, &mut out);
         s.switch_out(Time(80_000), Cpu(0), 0x1, &mut out);
         assert_eq!(s.debt, 30_000);
     }
@@ -779,18 +834,18 @@ mod tests {
         s.wakeup(Time(0), Cpu(1), &mut out);
         s.switch_in(Time(1_000), Cpu(1), &mut out);
         // A tick, all of it charged.
-        s.charge(Time(4_001_000), 4_000_000, &mut out);
+        s.charge(Time(4_001_000), 4_000_000, ChargedBy::Itself, &mut out);
         // The hypervisor took 1 ms of the next tick.
-        s.charge(Time(8_001_000), 3_000_000, &mut out);
+        s.charge(Time(8_001_000), 3_000_000, ChargedBy::Itself, &mut out);
         // The charge at the switch-out comes a few µs before its record: 10 ns owed.
-        s.charge(Time(9_000_995), 999_990, &mut out);
+        s.charge(Time(9_000_995), 999_990, ChargedBy::Itself, &mut out);
         s.switch_out(Time(9_001_000), Cpu(1), 0x1, &mut out);
         // Jitter, 10 µs: with the 10 ns before, owed less than the floor.
         s.wakeup(Time(10_000_000), Cpu(0), &mut out);
         s.switch_in(Time(10_000_000), Cpu(0), &mut out);
-        s.charge(Time(10_100_000), 90_000, &mut out);
+        s.charge(Time(10_100_000), 90_000, ChargedBy::Itself, &mut out);
         // 11 µs more owed: 21.01 µs are stolen, at the end of that stretch.
-        s.charge(Time(10_200_000), 89_000, &mut out);
+        s.charge(Time(10_200_000), 89_000, ChargedBy::Itself, &mut out);
         s.finish(Time(10_300_000), &mut out);
         assert_eq!(
             out.0,
@@ -810,8 +865,8 @@ mod tests {
         let mut s = fresh();
         let mut out = Intervals::default();
         s.seed(Running, Some(Cpu(0)));
-        s.charge(Time(500_000), 4_000_000, &mut out);
-        s.charge(Time(4_500_000), 3_000_000, &mut out);
+        s.charge(Time(500_000), 4_000_000, ChargedBy::Itself, &mut out);
+        s.charge(Time(4_500_000), 3_000_000, ChargedBy::Itself, &mut out);
         s.finish(Time(5_000_000), &mut out);
         assert_eq!(
             out.0,
@@ -825,7 +880,7 @@ mod tests {
         let mut s = fresh();
         let mut out = Intervals::default();
         s.seed(Sleeping, None);
-        s.charge(Time(500_000), 1, &mut out);
+        s.charge(Time(500_000), 1, ChargedBy::Itself, &mut out);
         s.finish(Time(1_000_000), &mut out);
         assert_eq!(out.0, vec![(0, 1_000_000, Sleeping, None)]);
     }

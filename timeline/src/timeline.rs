@@ -449,9 +449,9 @@ impl Timeline {
                     self.tracks[i].sched.migrate(time, to, out);
                 }
             }
-            Event::CpuTime { tid, ns } => {
+            Event::CpuTime { tid, ns, by } => {
                 if let Some(i) = self.seen(tid, event) {
-                    self.tracks[i].sched.charge(time, ns, out);
+                    self.tracks[i].sched.charge(time, ns, by, out);
                 }
             }
             Event::NewTask { parent, child, .. } => {

@@ -14,8 +14,9 @@ pub const FILE_MAGIC: &[u8; 8] = b"SONDATRC";
 pub const MAJOR: u16 = 2;
 /// The oldest major version this reader reads (every 1.x file reads as before).
 pub const OLDEST_MAJOR: u16 = 1;
-/// The format's minor version: adds record kinds only; older readers skip them.
-pub const MINOR: u16 = 0;
+/// The format's minor version: adds record kinds, and fields at the end of a record's
+/// body, only; older readers skip them. Minor 1: `CpuTime`'s writer (`ChargedBy`).
+pub const MINOR: u16 = 1;
 /// Size of the file header: magic, major, minor, flags.
 pub const FILE_HEADER_LEN: usize = 16;
 
@@ -76,8 +77,9 @@ pub struct BlockHeader {
     pub last: u64,
 }
 
-/// The last minor version of major 1 (a file written with [`Encoding::Fixed`] only).
-pub const MINOR_OF_1: u16 = 4;
+/// The minor version of a major-1 file (written with [`Encoding::Fixed`] only): 5 adds
+/// what 2.1 adds to 2.0 (`CpuTime`'s writer), which readers of 1.4 ignore.
+pub const MINOR_OF_1: u16 = 5;
 
 /// Encodes a file header.
 pub fn file_header() -> [u8; FILE_HEADER_LEN] {

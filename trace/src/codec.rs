@@ -3,7 +3,7 @@
 //! reader skips tags it does not know (a newer minor version) instead of failing.
 //! Integers are little-endian; strings are a LEB128 length then UTF-8 bytes.
 
-use crate::record::{Event, Meta, Record, Runtime, Source};
+use crate::record::{ChargedBy, Event, Meta, Record, Runtime, Source};
 use crate::types::{Cpu, Pid, Tid, Time};
 
 /// A payload that does not decode: a corrupt or foreign file.
@@ -253,8 +253,18 @@ fn event_body(b: &mut Body<'_>, event: &Event) -> u8 {
             b.u32(tid.0).u16(from.0).u16(to.0);
             tag::MIGRATE
         }
-        Event::CpuTime { tid, ns } => {
+        Event::CpuTime { tid, ns, by } => {
             b.u32(tid.0).u64(*ns);
+            // A trailing byte (format 2.1, 1.5): older readers ignore it.
+            match by {
+                ChargedBy::Unknown => {}
+                ChargedBy::Itself => {
+                    b.u8(1);
+                }
+                ChargedBy::Other => {
+                    b.u8(2);
+                }
+            }
             tag::CPU_TIME
         }
         Event::NewTask {
@@ -502,6 +512,13 @@ impl<'a> Fields<'a> {
     fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
+    /// A trailing `u8` a later minor version added, `None` in an older record.
+    fn rest_u8(&mut self) -> Result<Option<u8>, DecodeError> {
+        if self.pos == self.buf.len() {
+            return Ok(None);
+        }
+        self.u8().map(Some)
+    }
     fn bool(&mut self) -> Result<bool, DecodeError> {
         Ok(self.u8()? != 0)
     }
@@ -724,6 +741,13 @@ fn decode_timed(tag: u8, time: Time, f: &mut Fields<'_>) -> Result<Item, DecodeE
         tag::CPU_TIME => Event::CpuTime {
             tid: f.tid()?,
             ns: f.u64()?,
+            by: match f.rest_u8()? {
+                None => ChargedBy::Unknown,
+                Some(1) => ChargedBy::Itself,
+                Some(2) => ChargedBy::Other,
+                // A value a later minor version gave a meaning.
+                Some(_) => ChargedBy::Unknown,
+            },
         },
         tag::NEW_TASK => Event::NewTask {
             parent: f.tid()?,
@@ -929,6 +953,44 @@ mod tests {
             items,
             vec![Item::Record(migrate), Item::Unknown(15), Item::Record(exit)]
         );
+    }
+
+    /// `CpuTime`'s writer (minor 2.1) is one byte at the end of the body: a record
+    /// without it (an older writer's) reads as `Unknown`, and a body with it starts with
+    /// the fields an older reader knows, which then ignores the byte.
+    #[test]
+    fn a_charges_writer_is_a_trailing_byte() {
+        let charge = |by| Record {
+            time: Time(9),
+            event: Event::CpuTime {
+                tid: Tid(7),
+                ns: 4_000,
+                by,
+            },
+        };
+        for encoding in [Encoding::Fixed, Encoding::Compact] {
+            let body = |by| {
+                let mut payload = Vec::new();
+                match encoding {
+                    Encoding::Fixed => encode_record(&mut payload, &charge(by)),
+                    Encoding::Compact => encode_record_compact(&mut payload, &charge(by), &mut 9),
+                }
+                payload
+            };
+            let old = body(ChargedBy::Unknown);
+            for (by, byte) in [(ChargedBy::Itself, 1u8), (ChargedBy::Other, 2)] {
+                let new = body(by);
+                assert_eq!(new.len(), old.len() + 1);
+                assert_eq!(new[0], old[0], "tag");
+                assert_eq!(new[1], old[1] + 1, "length");
+                assert_eq!(new[2..new.len() - 1], old[2..]);
+                assert_eq!(new[new.len() - 1], byte);
+                let items: Vec<Item> = Items::with(&new, encoding, 9).map(Result::unwrap).collect();
+                assert_eq!(items, vec![Item::Record(charge(by))]);
+            }
+            let items: Vec<Item> = Items::with(&old, encoding, 9).map(Result::unwrap).collect();
+            assert_eq!(items, vec![Item::Record(charge(ChargedBy::Unknown))]);
+        }
     }
 
     /// The stack-built method records are byte for byte what the general path writes,

@@ -74,6 +74,8 @@ pub enum Event {
         tid: Tid,
         /// The CPU time charged, ns.
         ns: u64,
+        /// Whose context the kernel wrote the charge from (since format 2.1 and 1.5).
+        by: ChargedBy,
     },
     /// `task_newtask`: `parent` created `child`, which belongs to process `pid` (the
     /// parent's own process for a thread, `child` itself for a new process).
@@ -226,6 +228,36 @@ pub enum Event {
         /// How many.
         count: u64,
     },
+}
+
+/// Whose context the kernel wrote a CPU-time charge ([`Event::CpuTime`]) from. It tells
+/// the timeline whether the run queue's clock may have stopped at that charge: a wakeup
+/// from another CPU that preempts the running thread charges it, then asks the switch
+/// that follows not to update the clock (`rq_clock_skip_update`), and the kernel counts
+/// the thread queued from that charge however long the rescheduling interrupt takes.
+/// A gap after the thread's own charge is the hypervisor's (steal): the kernel counts it
+/// neither running nor waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ChargedBy {
+    /// Not recorded: traces before format 2.1 (1.5).
+    #[default]
+    Unknown,
+    /// The thread itself, on its own CPU: its tick, its switch, an interrupt there.
+    Itself,
+    /// Another task (on another CPU): a wakeup or the load balancer updating the run
+    /// queue the thread runs on.
+    Other,
+}
+
+impl ChargedBy {
+    /// From the task the kernel was running where it wrote the charge of `tid`.
+    pub fn of(tid: Tid, current: Tid) -> ChargedBy {
+        if tid == current {
+            ChargedBy::Itself
+        } else {
+            ChargedBy::Other
+        }
+    }
 }
 
 /// Where the trace's thread states come from.

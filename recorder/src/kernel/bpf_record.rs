@@ -18,7 +18,7 @@
 //! payload it does not change with the kernel (the programs read the kernel's
 //! structures through BTF relocations), so no format file is read.
 
-use sonda_trace::{Cpu, Event, Pid, Record, Tid, Time};
+use sonda_trace::{ChargedBy, Cpu, Event, Pid, Record, Tid, Time};
 
 use super::bytes::{u16_at, u32_at, u64_at};
 
@@ -141,7 +141,11 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         K_CHARGE => {
             side = true;
             run_delay = known_u64_at(b, 32)?;
-            Event::CpuTime { tid: Tid(a), ns: c }
+            Event::CpuTime {
+                tid: Tid(a),
+                ns: c,
+                by: ChargedBy::of(Tid(a), Tid(current)),
+            }
         }
         _ => return None,
     };
@@ -240,9 +244,19 @@ pub(crate) mod tests {
             hit.record.event,
             Event::CpuTime {
                 tid: Tid(12),
-                ns: 4000
+                ns: 4000,
+                by: ChargedBy::Other,
             }
         );
+        // Written by the thread itself (its tick, its switch).
+        let own = decode(&raw(7, 12, K_CHARGE, 1, 12, 0, 4000, "")).unwrap();
+        assert!(matches!(
+            own.record.event,
+            Event::CpuTime {
+                by: ChargedBy::Itself,
+                ..
+            }
+        ));
         let hit = decode(&raw(8, 3, K_MIGRATE, 1, 12, 0, 1, "")).unwrap();
         assert!(hit.side);
         assert_eq!(

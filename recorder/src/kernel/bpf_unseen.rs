@@ -130,7 +130,7 @@ impl Unseen {
                     t.asleep = None;
                 }
             }
-            Event::CpuTime { tid, ns } => {
+            Event::CpuTime { tid, ns, .. } => {
                 let Some(delay) = hit.run_delay else {
                     return;
                 };
@@ -253,6 +253,7 @@ fn wakeup_record(at: u64, target: Cpu, wakee: Tid) -> Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonda_trace::ChargedBy;
 
     fn hit(time: u64, event: Event, wait_ns: Option<u64>, prev_traced: bool) -> BpfHit {
         BpfHit {
@@ -272,7 +273,17 @@ mod tests {
 
     /// A charge of traced `tid` written by `current` on `cpu`, with its run_delay.
     fn charge(time: u64, tid: u32, ns: u64, delay: u64, current: u32, cpu: u16) -> BpfHit {
-        let mut h = hit(time, Event::CpuTime { tid: Tid(tid), ns }, None, false);
+        let by = ChargedBy::of(Tid(tid), Tid(current));
+        let mut h = hit(
+            time,
+            Event::CpuTime {
+                tid: Tid(tid),
+                ns,
+                by,
+            },
+            None,
+            false,
+        );
         h.run_delay = Some(delay);
         h.current = current;
         h.cpu = cpu;

@@ -134,7 +134,7 @@ impl CpuQueue {
                 let Some(record) = self.unfiltered.pop_front() else {
                     return;
                 };
-                if let Event::CpuTime { tid, ns } = record.event {
+                if let Event::CpuTime { tid, ns, .. } = record.event {
                     let t = record.time.0;
                     self.released_charges.push((tid.0, t.saturating_sub(ns), t));
                 }
@@ -192,7 +192,7 @@ impl CpuQueue {
     fn switch_in_time(&self, task: u32, first: &Record) -> u64 {
         // The first charge of the stretch: (its time, the switch-in it implies).
         let charge = |r: &Record| match r.event {
-            Event::CpuTime { tid, ns } if tid.0 == task => {
+            Event::CpuTime { tid, ns, .. } if tid.0 == task => {
                 Some((r.time.0, r.time.0.saturating_sub(ns)))
             }
             _ => None,
@@ -262,6 +262,7 @@ fn pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonda_trace::ChargedBy;
     use sonda_trace::Tid;
 
     fn switch(time: u64, prev: u32, next: u32) -> (Record, u32) {
@@ -280,7 +281,11 @@ mod tests {
     fn runtime(time: u64, tid: u32, ns: u64) -> (Record, u32) {
         let r = Record {
             time: Time(time),
-            event: Event::CpuTime { tid: Tid(tid), ns },
+            event: Event::CpuTime {
+                tid: Tid(tid),
+                ns,
+                by: ChargedBy::Itself,
+            },
         };
         (r, tid)
     }

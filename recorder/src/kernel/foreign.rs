@@ -185,6 +185,7 @@ impl Foreign {
 mod tests {
     use super::*;
     use crate::kernel::task_filter::Listed;
+    use sonda_trace::ChargedBy;
     use sonda_trace::{Cpu, Pid, Tid, Time};
 
     fn charge(time: u64, tid: u32) -> Record {
@@ -193,6 +194,7 @@ mod tests {
             event: Event::CpuTime {
                 tid: Tid(tid),
                 ns: 1000,
+                by: ChargedBy::Itself,
             },
         }
     }

@@ -4,7 +4,7 @@
 //! the payload the `format` files describe; what else is known of the hit is in a
 //! [`Hit`].
 
-use sonda_trace::{Cpu, Event, Pid, Tid};
+use sonda_trace::{ChargedBy, Cpu, Event, Pid, Tid};
 
 use super::tp_format::{Field, Format};
 
@@ -297,9 +297,11 @@ impl SchedDecoder {
             },
             Kind::CpuTime => {
                 let layout = self.cpu_time.as_ref()?;
+                let tid = Tid(layout.pid.read_u32(raw)?);
                 Event::CpuTime {
-                    tid: Tid(layout.pid.read_u32(raw)?),
+                    tid,
                     ns: layout.runtime.read_u64(raw)?,
+                    by: ChargedBy::of(tid, Tid(s.tid)),
                 }
             }
         })
@@ -528,7 +530,17 @@ pub(crate) mod tests {
             d.decode(sample(200, 17, 1, &charge)),
             Some(Event::CpuTime {
                 tid: Tid(205),
-                ns: 3_999_871
+                ns: 3_999_871,
+                by: ChargedBy::Other,
+            })
+        );
+        // Its tick or its switch: written while it runs.
+        assert_eq!(
+            d.decode(sample(200, 205, 1, &charge)),
+            Some(Event::CpuTime {
+                tid: Tid(205),
+                ns: 3_999_871,
+                by: ChargedBy::Itself,
             })
         );
         // Without the tracepoint, its hits are another tracepoint's: nothing.

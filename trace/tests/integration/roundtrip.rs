@@ -33,6 +33,17 @@ fn sample_records() -> Vec<Record> {
         Event::CpuTime {
             tid: Tid(12),
             ns: 3_999_871,
+            by: ChargedBy::Unknown,
+        },
+        Event::CpuTime {
+            tid: Tid(12),
+            ns: 1_000,
+            by: ChargedBy::Itself,
+        },
+        Event::CpuTime {
+            tid: Tid(12),
+            ns: 80_000,
+            by: ChargedBy::Other,
         },
         Event::NewTask {
             parent: Tid(10),
@@ -251,15 +262,16 @@ fn every_record_round_trips() {
     assert_eq!(m.last_time, Some(records.last().unwrap().time));
 }
 
-/// A file of format 1.4 (fixed-size integers, what sonda wrote before 2.0) reads as it
-/// did, and says so in its header; the compact file of the same records is less than
+/// A file of format 1.x (fixed-size integers, what sonda wrote before 2.0; 1.5 with
+/// `CpuTime`'s writer, which 1.4 readers ignore) reads as it did, and says so in its
+/// header; the compact file of the same records is less than
 /// two thirds of its size.
 #[test]
 fn a_format_1_file_still_reads_and_compact_is_smaller() {
     let records = sample_records();
     let meta = sample_meta();
     let old = write_trace_in(Encoding::Fixed, &records, &meta, true);
-    assert_eq!(&old[8..12], &[1, 0, 4, 0], "major 1, minor 4");
+    assert_eq!(&old[8..12], &[1, 0, 5, 0], "major 1, minor 5");
     let f = to_file(&old);
     let read: Vec<Record> = Events::open(f.path())
         .unwrap()
@@ -271,7 +283,7 @@ fn a_format_1_file_still_reads_and_compact_is_smaller() {
         records.len() as u64
     );
     let new = write_trace_in(Encoding::Compact, &records, &meta, true);
-    assert_eq!(&new[8..12], &[2, 0, 0, 0], "major 2, minor 0");
+    assert_eq!(&new[8..12], &[2, 0, 1, 0], "major 2, minor 1");
     // Method events dominate a busy trace: 18 bytes each in 1.x.
     let calls: Vec<Record> = (0..10_000u64)
         .map(|i| Record {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sonda_trace::{Event, Record, SwitchOut, Tid, TraceMeta};
+use sonda_trace::{ChargedBy, Event, Record, SwitchOut, Tid, TraceMeta};
 
 /// The `sonda` binary under test.
 pub fn sonda() -> Command {
@@ -85,17 +85,17 @@ pub struct Totals {
 /// Recomputes run and runnable-wait totals per thread from `Switch` and `Wakeup` events,
 /// the way the kernel's schedstat counts them: running from switch-in to switch-out,
 /// waiting from a wakeup (or a switch-out while still runnable) to the next switch-in;
-/// but a thread preempted with its last CPU-time charge a stale clock's gap before the
-/// switch-out ([`sonda_timeline::sched::stale_clock_gap`]) left on a clock the scheduler
-/// had not updated since, and schedstat counts it waiting from that charge.
+/// but a thread preempted with its last CPU-time charge written by another task (see
+/// [`sonda_timeline::sched::stale_clock`]) left on a clock the scheduler had not updated
+/// since, and schedstat counts it waiting from that charge.
 /// A thread with a cut time stops being counted at that time. A switch-in from sleep
 /// without a reported wakeup counts no wait, and its sleep goes to `wait_unknown`.
 pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Totals> {
     let mut state: HashMap<u32, State> = HashMap::new();
     let mut totals: HashMap<u32, Totals> = HashMap::new();
     let mut closed: HashMap<u32, ()> = HashMap::new();
-    // Per running thread: its last charge in the stretch.
-    let mut charged: HashMap<u32, u64> = HashMap::new();
+    // Per running thread: its last charge in the stretch, and who wrote it.
+    let mut charged: HashMap<u32, (u64, ChargedBy)> = HashMap::new();
     fn close(t: &mut Totals, s: State, at: u64) {
         match s {
             State::Running(since) => t.run += at.saturating_sub(since),
@@ -127,10 +127,10 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
                     let out = SwitchOut::from_prev_state(*prev_state);
                     let last = charged.remove(&prev.0);
                     let left = match (s, last) {
-                        (State::Running(since), Some(c))
+                        (State::Running(since), Some((c, by)))
                             if out == SwitchOut::Runnable
                                 && c >= since
-                                && sonda_timeline::sched::stale_clock_gap(now - c) =>
+                                && sonda_timeline::sched::stale_clock(by, now - c) =>
                         {
                             c
                         }
@@ -164,8 +164,10 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
                     state.insert(next.0, State::Running(now));
                 }
             }
-            Event::CpuTime { tid, .. } if matches!(state.get(&tid.0), Some(State::Running(_))) => {
-                charged.insert(tid.0, now);
+            Event::CpuTime { tid, by, .. }
+                if matches!(state.get(&tid.0), Some(State::Running(_))) =>
+            {
+                charged.insert(tid.0, (now, *by));
             }
             Event::Wakeup { wakee, .. } if live(*wakee) => {
                 let s = state.entry(wakee.0).or_insert(State::Unknown);
