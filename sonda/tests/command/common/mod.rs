@@ -2,7 +2,7 @@
 //! workloads, reading traces, and recomputing per-thread scheduling totals from them.
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -88,6 +88,10 @@ pub struct Totals {
 /// but a thread preempted with its last CPU-time charge written by another task (see
 /// [`sonda_timeline::sched::stale_clock`]) left on a clock the scheduler had not updated
 /// since, and schedstat counts it waiting from that charge.
+/// A thread asleep that the load balancer moves to another CPU with no wakeup under way
+/// (one that blocked with negative lag stays on its run queue under EEVDF's
+/// `DELAY_DEQUEUE`, docs/trace-format.md) is enqueued there, and schedstat counts it
+/// waiting from that move to its next switch-in, as the timeline's `queued_asleep` does.
 /// A thread with a cut time stops being counted at that time. A switch-in from sleep
 /// without a reported wakeup counts no wait, and its sleep goes to `wait_unknown`.
 pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Totals> {
@@ -96,6 +100,10 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
     let mut closed: HashMap<u32, ()> = HashMap::new();
     // Per running thread: its last charge in the stretch, and who wrote it.
     let mut charged: HashMap<u32, (u64, ChargedBy)> = HashMap::new();
+    // Threads with a `Waking` and no `Wakeup` since (a wakeup under way, whose own
+    // migration comes between the two; kept across a switch-out, as a thread can be
+    // woken while still on its CPU about to block).
+    let mut waking: HashSet<u32> = HashSet::new();
     fn close(t: &mut Totals, s: State, at: u64) {
         match s {
             State::Running(since) => t.run += at.saturating_sub(since),
@@ -161,6 +169,7 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
                     }
                     t.slices += 1;
                     charged.remove(&next.0);
+                    waking.remove(&next.0);
                     state.insert(next.0, State::Running(now));
                 }
             }
@@ -169,7 +178,16 @@ pub fn totals(records: &[Record], cuts: &HashMap<u32, u64>) -> HashMap<u32, Tota
             {
                 charged.insert(tid.0, (now, *by));
             }
+            Event::Waking { wakee, .. } if live(*wakee) => {
+                waking.insert(wakee.0);
+            }
+            Event::Migrate { tid, .. } if live(*tid) && !waking.contains(&tid.0) => {
+                if let Some(s @ State::Off(_)) = state.get_mut(&tid.0) {
+                    *s = State::Runnable(now);
+                }
+            }
             Event::Wakeup { wakee, .. } if live(*wakee) => {
+                waking.remove(&wakee.0);
                 let s = state.entry(wakee.0).or_insert(State::Unknown);
                 if matches!(s, State::Off(_) | State::Unknown) {
                     *s = State::Runnable(now);
