@@ -12,7 +12,8 @@
 //! A switch's text holds the run-queue wait ending with its switch-in as the kernel
 //! measures it (`u64` at 32, all ones when not known) and flags (`u8` at 40: 1 the task
 //! leaving is traced, 2 the one arriving is). A charge's text holds the task's
-//! `sched_info.run_delay` (`u64` at 32, all ones when the task is not traced).
+//! `sched_info.run_delay` (`u64` at 32) and its wall time on its CPU since its switch-in
+//! by its run queue's clock (`u64` at 40), each all ones when the task is not traced.
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's
@@ -62,6 +63,10 @@ pub struct BpfHit {
     /// A CPU-time charge of a traced task: its `sched_info.run_delay` (schedstat's
     /// waiting up to its last switch-in).
     pub run_delay: Option<u64>,
+    /// A CPU-time charge of a traced task: the wall time it has been on its CPU since
+    /// its switch-in, by its run queue's clock (`sched_info.last_arrival`), which
+    /// counts what the charges leave out (steal).
+    pub on_cpu_ns: Option<u64>,
 }
 
 const PREV_TRACED: u8 = 1;
@@ -89,7 +94,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
     let text = || str_at(b, 32, 16);
     let mut side = false;
     let (mut wait_ns, mut prev_traced, mut next_traced) = (None, false, false);
-    let mut run_delay = None;
+    let (mut run_delay, mut on_cpu_ns) = (None, None);
     let event = match kind {
         K_SWITCH => {
             wait_ns = known_u64_at(b, 32)?;
@@ -141,6 +146,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         K_CHARGE => {
             side = true;
             run_delay = known_u64_at(b, 32)?;
+            on_cpu_ns = known_u64_at(b, 40)?;
             Event::CpuTime {
                 tid: Tid(a),
                 ns: c,
@@ -162,6 +168,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         prev_traced,
         next_traced,
         run_delay,
+        on_cpu_ns,
     })
 }
 
@@ -234,8 +241,11 @@ pub(crate) mod tests {
             }
         );
         let mut charge = raw(7, 3, K_CHARGE, 1, 12, 0, 4000, "");
-        charge[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
-        assert_eq!(decode(&charge).unwrap().run_delay, None);
+        charge[32..48].copy_from_slice(&[0xff; 16]);
+        let unknown = decode(&charge).unwrap();
+        assert_eq!((unknown.run_delay, unknown.on_cpu_ns), (None, None));
+        charge[40..48].copy_from_slice(&4321u64.to_ne_bytes());
+        assert_eq!(decode(&charge).unwrap().on_cpu_ns, Some(4321));
         charge[32..40].copy_from_slice(&5678u64.to_ne_bytes());
         let hit = decode(&charge).unwrap();
         assert_eq!(hit.run_delay, Some(5678));

@@ -291,7 +291,7 @@ impl BpfSource {
             for hit in pending.drain(..) {
                 self.last_time[cpu] = self.last_time[cpu].max(hit.record.time.0);
                 if hit.side {
-                    queue.unfiltered_event(hit.record);
+                    queue.unfiltered_event(hit.record, hit.on_cpu_ns);
                 } else {
                     self.foreign.filtered(&hit.record);
                     queue.event(hit.record, hit.current);

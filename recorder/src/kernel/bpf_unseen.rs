@@ -26,8 +26,9 @@
 //! to the woken thread, unreported as well: the thread's first record is then a charge.
 //! Charges of traced threads carry their `sched_info.run_delay`; what it grew by since
 //! the thread went to sleep (less the waits of switch-ins seen since) is the wait before
-//! that switch-in, which the charge dates (its time less the CPU time it charges, as
-//! `CpuQueue` dates the recovered switch).
+//! that switch-in, which the charge dates (its time less the wall time on the CPU the
+//! charge carries, else less the CPU time it charges, as `CpuQueue` dates the recovered
+//! switch).
 //!
 //! **Migrations.** A traced thread's CPU is known from its own switch and migration
 //! records; the kernel moves a thread only through `set_task_cpu`, whose tracepoint is
@@ -143,7 +144,9 @@ impl Unseen {
                 if let Some((out, Some(before))) = t.asleep {
                     if let Some(wait) = delay.checked_sub(before) {
                         t.asleep = None;
-                        let switch_in = time.saturating_sub(ns);
+                        // Its wall time on the CPU when known: the CPU time charged
+                        // leaves out steal.
+                        let switch_in = time.saturating_sub(hit.on_cpu_ns.unwrap_or(ns));
                         // Its CPU: the charge's when written by the thread itself.
                         let target = if hit.current == tid.0 {
                             Some(Cpu(hit.cpu))
@@ -268,6 +271,7 @@ mod tests {
             prev_traced,
             next_traced: true,
             run_delay: None,
+            on_cpu_ns: None,
         }
     }
 

@@ -43,6 +43,36 @@ struct Held {
     current: u32,
 }
 
+/// A record of the unfiltered stream, and for a CPU-time charge the wall time its task
+/// had been on its CPU when it was written, where the source knows it (see
+/// [`CpuQueue::unfiltered_event`]).
+#[derive(Clone, Debug, PartialEq)]
+struct Side {
+    record: Record,
+    on_cpu_ns: Option<u64>,
+}
+
+impl Side {
+    /// A charge of `task`: (its time, the switch-in it implies): its time less the wall
+    /// time on the CPU, else less the CPU time charged (which leaves out steal, so the
+    /// switch-in comes out late by what was stolen since).
+    fn charge_of(&self, task: u32) -> Option<(u64, u64)> {
+        charge_of(&self.record, task, self.on_cpu_ns)
+    }
+}
+
+/// A CPU-time charge of `task` in `r`: (its time, the switch-in it implies), by
+/// `on_cpu_ns` when known (see [`Side::charge_of`]).
+fn charge_of(r: &Record, task: u32, on_cpu_ns: Option<u64>) -> Option<(u64, u64)> {
+    match r.event {
+        Event::CpuTime { tid, ns, .. } if tid.0 == task => {
+            let t = r.time.0;
+            Some((t, t.saturating_sub(on_cpu_ns.unwrap_or(ns))))
+        }
+        _ => None,
+    }
+}
+
 /// `current` of a loss record (no task wrote it).
 const LOSS: u32 = u32::MAX;
 
@@ -55,7 +85,7 @@ pub struct CpuQueue {
     held: VecDeque<Held>,
     /// The unfiltered stream's events, in time order (see
     /// [`CpuQueue::unfiltered_event`]).
-    unfiltered: VecDeque<Record>,
+    unfiltered: VecDeque<Side>,
     /// The task on the CPU according to the records released so far; `None` when not
     /// known (at the start and after a loss).
     running: Option<u32>,
@@ -86,9 +116,12 @@ impl CpuQueue {
     /// The next event of this CPU from the unfiltered stream (in that stream's order,
     /// which is time order). Released in time order among the others, it takes part in
     /// nothing but the dating of a recovered switch (a CPU-time charge): its running
-    /// task may be one the filtered stream leaves out.
-    pub fn unfiltered_event(&mut self, record: Record) {
-        self.unfiltered.push_back(record);
+    /// task may be one the filtered stream leaves out. `on_cpu_ns`: for a charge, the
+    /// wall time its task had been on its CPU, when the source knows it (the BPF
+    /// programs read it from the kernel's `sched_info.last_arrival`): it dates the
+    /// switch-in exactly, where the charge's own CPU time falls short by any steal.
+    pub fn unfiltered_event(&mut self, record: Record, on_cpu_ns: Option<u64>) {
+        self.unfiltered.push_back(Side { record, on_cpu_ns });
     }
 
     /// `count` events of this CPU's buffer lost, noticed at `time` (0 when the count is
@@ -123,7 +156,7 @@ impl CpuQueue {
     ) {
         loop {
             let filtered = self.held.front().map(|h| h.record.time.0);
-            let unfiltered = self.unfiltered.front().map(|r| r.time.0);
+            let unfiltered = self.unfiltered.front().map(|s| s.record.time.0);
             // Ties go to the filtered stream.
             let take_unfiltered = match (filtered, unfiltered) {
                 (_, None) => false,
@@ -131,13 +164,15 @@ impl CpuQueue {
                 (Some(f), Some(u)) => u < f && u <= horizon,
             };
             if take_unfiltered {
-                let Some(record) = self.unfiltered.pop_front() else {
+                let Some(side) = self.unfiltered.pop_front() else {
                     return;
                 };
-                if let Event::CpuTime { tid, ns, .. } = record.event {
-                    let t = record.time.0;
-                    self.released_charges.push((tid.0, t.saturating_sub(ns), t));
+                if let Event::CpuTime { tid, .. } = side.record.event {
+                    if let Some((t, at)) = side.charge_of(tid.0) {
+                        self.released_charges.push((tid.0, at, t));
+                    }
                 }
+                let record = side.record;
                 if pass(record, &mut foreign, out, stats) {
                     stats.samples += 1;
                 }
@@ -191,12 +226,7 @@ impl CpuQueue {
     /// else at `first`; never before the CPU's previous filtered record.
     fn switch_in_time(&self, task: u32, first: &Record) -> u64 {
         // The first charge of the stretch: (its time, the switch-in it implies).
-        let charge = |r: &Record| match r.event {
-            Event::CpuTime { tid, ns, .. } if tid.0 == task => {
-                Some((r.time.0, r.time.0.saturating_sub(ns)))
-            }
-            _ => None,
-        };
+        let charge = |r: &Record| charge_of(r, task, None);
         // The stretch ends at the switch-out (whose charge comes before it), or at the
         // first record of another task.
         let mut end = first.time.0;
@@ -223,8 +253,8 @@ impl CpuQueue {
         let unfiltered = self
             .unfiltered
             .iter()
-            .take_while(|r| r.time.0 <= end)
-            .find_map(charge);
+            .take_while(|s| s.record.time.0 <= end)
+            .find_map(|s| s.charge_of(task));
         // The earliest; a tie goes to the filtered stream's.
         let earliest = [found, released, unfiltered]
             .into_iter()
@@ -463,8 +493,8 @@ mod tests {
         );
         // The charge of 9 came through the unfiltered stream, read after the others;
         // a charge written while another task ran reveals no hole.
-        q.unfiltered_event(runtime(70, 9, 40).0);
-        q.unfiltered_event(runtime(95, 44, 5).0);
+        q.unfiltered_event(runtime(70, 9, 40).0, None);
+        q.unfiltered_event(runtime(95, 44, 5).0, None);
         let (out, stats) = release(&mut q, u64::MAX);
         assert_eq!(out[1], recovered(30, 75, 9));
         let times: Vec<u64> = out.iter().map(|r| r.time.0).collect();
@@ -478,19 +508,46 @@ mod tests {
         // 75 ran, 9 was switched in at 60 unreported, was charged 25 ns at 85 (through
         // the unfiltered stream) and switched out at 90: the charge goes out first.
         feed(&mut q, &[switch(10, 7, 75), switch(90, 9, 0)]);
-        q.unfiltered_event(runtime(85, 9, 25).0);
+        q.unfiltered_event(runtime(85, 9, 25).0, None);
         let (out, stats) = release(&mut q, u64::MAX);
         assert!(out.contains(&recovered(60, 75, 9)), "{out:?}");
         assert_eq!(stats.repaired, 1);
         // The same when the charge went out in an earlier release.
         let mut q = CpuQueue::new(1);
         feed(&mut q, &[switch(10, 7, 75)]);
-        q.unfiltered_event(runtime(85, 9, 25).0);
+        q.unfiltered_event(runtime(85, 9, 25).0, None);
         let (first, _) = release(&mut q, 87);
         assert_eq!(first.len(), 2);
         feed(&mut q, &[switch(90, 9, 0)]);
         let (out, _) = release(&mut q, u64::MAX);
         assert_eq!(out[0], recovered(60, 75, 9));
+    }
+
+    /// A charge that carries its task's wall time on the CPU dates the switch-in by it:
+    /// the CPU time charged falls short by what the hypervisor stole since (seen: agent
+    /// events 80 µs before a switch-in dated by the charge alone).
+    #[test]
+    fn a_charge_with_its_wall_time_on_the_cpu_dates_the_switch_in_by_it() {
+        let mut q = CpuQueue::new(1);
+        // 9 switched in at 40 unreported; charged 25 ns at 85 for 45 ns on the CPU.
+        feed(&mut q, &[switch(10, 7, 75), switch(90, 9, 0)]);
+        q.unfiltered_event(runtime(85, 9, 25).0, Some(45));
+        let (out, _) = release(&mut q, u64::MAX);
+        assert!(out.contains(&recovered(40, 75, 9)), "{out:?}");
+        // The same when the charge went out in an earlier release.
+        let mut q = CpuQueue::new(1);
+        feed(&mut q, &[switch(10, 7, 75)]);
+        q.unfiltered_event(runtime(85, 9, 25).0, Some(45));
+        release(&mut q, 87);
+        feed(&mut q, &[switch(90, 9, 0)]);
+        let (out, _) = release(&mut q, u64::MAX);
+        assert_eq!(out[0], recovered(40, 75, 9));
+        // Never before the CPU's previous record.
+        let mut q = CpuQueue::new(1);
+        feed(&mut q, &[switch(10, 7, 75), switch(90, 9, 0)]);
+        q.unfiltered_event(runtime(85, 9, 25).0, Some(80));
+        let (out, _) = release(&mut q, u64::MAX);
+        assert!(out.contains(&recovered(10, 75, 9)), "{out:?}");
     }
 
     #[test]
@@ -499,8 +556,8 @@ mod tests {
         // the switch recovered from the filtered stream is dated by it all the same.
         let mut q = CpuQueue::new(1);
         feed(&mut q, &[switch(10, 7, 75)]);
-        q.unfiltered_event(runtime(85, 9, 25).0);
-        q.unfiltered_event(runtime(86, 75, 5).0);
+        q.unfiltered_event(runtime(85, 9, 25).0, None);
+        q.unfiltered_event(runtime(86, 75, 5).0, None);
         let foreign = |r: &Record| matches!(r.event, Event::CpuTime { tid, .. } if tid.0 == 9);
         let (out, stats) = release_leaving_out(&mut q, 87, foreign);
         assert_eq!(out, [switch(10, 7, 75).0, runtime(86, 75, 5).0]);

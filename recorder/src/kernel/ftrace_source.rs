@@ -301,7 +301,7 @@ fn read_cpu(
             };
             c.last_time = e.time;
             match decode(&d.decoder, &mut d.tgids, c.cpu, e.time, e.payload) {
-                Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r),
+                Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r, None),
                 Some((r, current)) => {
                     d.foreign.filtered(&r);
                     queue.event(r, current);

@@ -60,6 +60,7 @@ struct thread_info {
 };
 struct sched_info {
     unsigned long long run_delay;
+    unsigned long long last_arrival;
     unsigned long long last_queued;
 };
 struct rq {
@@ -464,8 +465,20 @@ int sched_stat_runtime(u64 *ctx)
         return 0;
     // The task's run_delay (schedstat's waiting, as of its last switch-in): with it
     // the reader dates a wakeup whose switch-in it did not see either (bpf_unseen.rs).
+    // Then the wall time it has been on its CPU, by its run queue's clock (now, for
+    // the charge: updated just before) less `sched_info.last_arrival` (that clock at
+    // its switch-in): a switch-in the programs did not report is dated by it
+    // (cpu_queue.rs), where the charge itself leaves out what the hypervisor stole.
     __builtin_memset(r->text, 0, sizeof(r->text));
-    *(u64 *)r->text = mine ? p->sched_info.run_delay : WAIT_UNKNOWN;
+    u64 *text = (u64 *)r->text;
+    text[0] = mine ? p->sched_info.run_delay : WAIT_UNKNOWN;
+    text[1] = WAIT_UNKNOWN;
+    u64 arrived = p->sched_info.last_arrival;
+    struct rq *rq = p->se.cfs_rq->rq;
+    if (mine && arrived && rq) {
+        u64 now = rq->clock;
+        text[1] = now > arrived ? now - arrived : 0;
+    }
     submit(r);
     return 0;
 }
