@@ -256,14 +256,8 @@ fn event_body(b: &mut Body<'_>, event: &Event) -> u8 {
         Event::CpuTime { tid, ns, by } => {
             b.u32(tid.0).u64(*ns);
             // A trailing byte (format 2.1, 1.5): older readers ignore it.
-            match by {
-                ChargedBy::Unknown => {}
-                ChargedBy::Itself => {
-                    b.u8(1);
-                }
-                ChargedBy::Other => {
-                    b.u8(2);
-                }
+            if let Some(code) = charged_by_code(*by) {
+                b.u8(code);
             }
             tag::CPU_TIME
         }
@@ -711,6 +705,25 @@ fn known_timed(tag: u8) -> bool {
     matches!(tag, 1..=11 | 16..=29)
 }
 
+/// `CpuTime`'s trailing byte for `by`; none for `Unknown` (the record as before 2.1).
+fn charged_by_code(by: ChargedBy) -> Option<u8> {
+    match by {
+        ChargedBy::Unknown => None,
+        ChargedBy::Itself => Some(1),
+        ChargedBy::Other => Some(2),
+    }
+}
+
+/// The writer `CpuTime`'s trailing byte names; `Unknown` without one, or for a value a
+/// later minor version gave a meaning.
+fn charged_by_of(code: Option<u8>) -> ChargedBy {
+    match code {
+        Some(1) => ChargedBy::Itself,
+        Some(2) => ChargedBy::Other,
+        _ => ChargedBy::Unknown,
+    }
+}
+
 /// A timed record's fields after its time.
 fn decode_timed(tag: u8, time: Time, f: &mut Fields<'_>) -> Result<Item, DecodeError> {
     if !known_timed(tag) {
@@ -741,13 +754,7 @@ fn decode_timed(tag: u8, time: Time, f: &mut Fields<'_>) -> Result<Item, DecodeE
         tag::CPU_TIME => Event::CpuTime {
             tid: f.tid()?,
             ns: f.u64()?,
-            by: match f.rest_u8()? {
-                None => ChargedBy::Unknown,
-                Some(1) => ChargedBy::Itself,
-                Some(2) => ChargedBy::Other,
-                // A value a later minor version gave a meaning.
-                Some(_) => ChargedBy::Unknown,
-            },
+            by: charged_by_of(f.rest_u8()?),
         },
         tag::NEW_TASK => Event::NewTask {
             parent: f.tid()?,
