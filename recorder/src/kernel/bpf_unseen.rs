@@ -45,6 +45,7 @@ use rustc_hash::FxHashMap;
 use sonda_trace::{Cpu, Event, Record, SwitchOut, Tid, Time};
 
 use super::bpf_record::BpfHit;
+use super::cpu_queue::switch_in_of_charge;
 
 /// What the programs did not see: traced threads asleep with no wakeup seen since and
 /// the CPU each traced thread is on, and what was made up for them.
@@ -144,9 +145,7 @@ impl Unseen {
                 if let Some((out, Some(before))) = t.asleep {
                     if let Some(wait) = delay.checked_sub(before) {
                         t.asleep = None;
-                        // Its wall time on the CPU when known: the CPU time charged
-                        // leaves out steal.
-                        let switch_in = time.saturating_sub(hit.on_cpu_ns.unwrap_or(ns));
+                        let switch_in = switch_in_of_charge(time, ns, hit.on_cpu_ns);
                         // Its CPU: the charge's when written by the thread itself.
                         let target = if hit.current == tid.0 {
                             Some(Cpu(hit.cpu))

@@ -55,24 +55,30 @@ struct Side {
 }
 
 impl Side {
-    /// A charge of `task`: (its time, the switch-in it implies): its time less the wall
-    /// time on the CPU, else less the CPU time charged (which leaves out steal, so the
-    /// switch-in comes out late by what was stolen since).
+    /// A charge of `task`: (its time, the switch-in it implies).
     fn charge_of(&self, task: u32) -> Option<(u64, u64)> {
         charge_of(&self.record, task, self.on_cpu_ns)
     }
 }
 
-/// A CPU-time charge of `task` in `r`: (its time, the switch-in it implies), by
-/// `on_cpu_ns` when known (see [`Side::charge_of`]).
+/// A CPU-time charge of `task` in `r`: (its time, the switch-in it implies, see
+/// [`switch_in_of_charge`]).
 fn charge_of(r: &Record, task: u32, on_cpu_ns: Option<u64>) -> Option<(u64, u64)> {
     match r.event {
         Event::CpuTime { tid, ns, .. } if tid.0 == task => {
             let t = r.time.0;
-            Some((t, t.saturating_sub(on_cpu_ns.unwrap_or(ns))))
+            Some((t, switch_in_of_charge(t, ns, on_cpu_ns)))
         }
         _ => None,
     }
+}
+
+/// The switch-in a charge at `time` of `ns` implies: its time less the task's wall time
+/// on the CPU (`on_cpu_ns`) when known, else less the CPU time charged, which leaves
+/// out steal (the switch-in then comes out late by what was stolen since). Also how
+/// `bpf_unseen` dates a switch-in it did not see.
+pub(super) fn switch_in_of_charge(time: u64, ns: u64, on_cpu_ns: Option<u64>) -> u64 {
+    time.saturating_sub(on_cpu_ns.unwrap_or(ns))
 }
 
 /// `current` of a loss record (no task wrote it).
@@ -169,10 +175,10 @@ impl CpuQueue {
                 let Some(side) = self.unfiltered.pop_front() else {
                     return;
                 };
-                if let Event::CpuTime { tid, .. } = side.record.event {
-                    if let Some((t, at)) = side.charge_of(tid.0) {
-                        self.released_charges.push((tid.0, at, t));
-                    }
+                if let Event::CpuTime { tid, ns, .. } = side.record.event {
+                    let t = side.record.time.0;
+                    let at = switch_in_of_charge(t, ns, side.on_cpu_ns);
+                    self.released_charges.push((tid.0, at, t));
                 }
                 let record = side.record;
                 if pass(record, &mut foreign, out, stats) {

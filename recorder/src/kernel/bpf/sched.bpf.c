@@ -469,7 +469,7 @@ int sched_stat_runtime(u64 *ctx)
     // the charge: updated just before) less `sched_info.last_arrival` (that clock at
     // its switch-in): a switch-in the programs did not report is dated by it
     // (cpu_queue.rs), where the charge itself leaves out what the hypervisor stole.
-    __builtin_memset(r->text, 0, sizeof(r->text));
+    // Both words of the text are written below.
     u64 *text = (u64 *)r->text;
     text[0] = mine ? p->sched_info.run_delay : WAIT_UNKNOWN;
     text[1] = WAIT_UNKNOWN;
