@@ -53,6 +53,7 @@ pub(crate) mod host;
 pub mod kernel;
 pub mod launch;
 pub mod leftovers;
+pub(crate) mod liveness;
 pub(crate) mod owner;
 pub(crate) mod procfs;
 pub(crate) mod recorder;

@@ -51,6 +51,7 @@ use crate::follow::{Follow, ProcLookup};
 use crate::kernel::reader_thread::KernelReader;
 use crate::kernel::task_filter::TaskFilter;
 use crate::kernel::{KernelError, KernelSource, KernelStats};
+use crate::liveness::Watched;
 use crate::procfs::{self, ProcSampler};
 use crate::tsc::{self, Calibration};
 use crate::wake_audit::WakeAudit;
@@ -828,9 +829,10 @@ fn follow_new_threads(filter: &TaskFilter, pid: Pid, mut given: Vec<u32>) {
 /// documentation).
 fn attach(mut opened: Opened<BufWriter<File>>, a: Attach<'_>) -> anyhow::Result<Outcome> {
     let pid = a.pid;
-    let born =
-        procfs::start_time(pid).ok_or_else(|| anyhow::anyhow!("no process with pid {pid}"))?;
-    let alive = || procfs::start_time(pid) == Some(born);
+    // Asked at every tick: a pidfd's poll, not a read of /proc/<pid>/stat (see
+    // `liveness`).
+    let watched = Watched::open(pid).ok_or_else(|| anyhow::anyhow!("no process with pid {pid}"))?;
+    let alive = || watched.alive();
     // Every thread alive now, sampled before the kernel events start: their first
     // evidence (in /proc fallback the sampler does this itself).
     let before = clock::monotonic();

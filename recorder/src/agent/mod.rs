@@ -26,6 +26,7 @@ use sonda_shm::config::{AgentConfig, Mode};
 use sonda_shm::records::decode;
 use sonda_shm::{AgentState, Clock, CreateError, Region, SlotState};
 
+use crate::liveness::Watchers;
 use buffer_file::{BufferFile, BufferPlace};
 use copier::Copier;
 use packed::PackedRun;
@@ -117,6 +118,10 @@ pub struct AgentSource {
     pid_map: Option<pid_map::PidMap>,
     /// Compiler-instrumented native functions, turned into methods.
     natives: native_functions::NativeFunctions,
+    /// The processes of idle slots, to free the slots of those killed without retiring
+    /// them (a pidfd each: reading /proc/<pid>/stat for this at every drain was most of
+    /// the collector's fixed cost, docs/overhead.md).
+    watchers: Watchers,
 }
 
 /// The configuration agents read (see the architecture doc).
@@ -199,6 +204,7 @@ impl AgentSource {
             stats: AgentStats::default(),
             pid_map: None,
             natives: native_functions::NativeFunctions::default(),
+            watchers: Watchers::default(),
         })
     }
 
@@ -265,16 +271,12 @@ impl AgentSource {
         self.since_full_scan += 1;
         let mut limit = if self.since_full_scan >= FULL_SCAN_EVERY {
             self.since_full_scan = 0;
+            // Processes no idle slot asked about since the last full scan are let go.
+            self.watchers.forget_unasked();
             slots
         } else {
             self.scan_limit.saturating_add(SCAN_MARGIN).min(slots)
         };
-        // Whether each process seen is alive, looked up once per drain: every thread of
-        // a JVM has a slot, and one read of /proc/<pid>/stat per idle slot per drain was
-        // most of the collector's fixed cost (Tomcat under load, kernel-only attach:
-        // about 7 ms of CPU a second, half of what is left with the kernel side
-        // reduced to copying its records).
-        let mut alive: Vec<(Pid, bool)> = Vec::new();
         let mut i = 0;
         while i < limit {
             let info = self.region.slot_info(i);
@@ -319,7 +321,7 @@ impl AgentSource {
                 SlotState::Retired => {
                     self.region.free_if_drained(i);
                 }
-                SlotState::Owned if !got_bytes && !alive_once(&mut alive, pid) => {
+                SlotState::Owned if !got_bytes && !self.watchers.alive(pid) => {
                     // Its process died without retiring the slot (killed): drained above.
                     self.region.force_free(i);
                 }
@@ -598,28 +600,6 @@ fn reduced_notice(
     )
 }
 
-/// Whether process `pid` still exists, as `seen` (this drain's answers) has it, else
-/// looked up and kept there.
-fn alive_once(seen: &mut Vec<(Pid, bool)>, pid: Pid) -> bool {
-    if let Some(&(_, alive)) = seen.iter().find(|(p, _)| *p == pid) {
-        return alive;
-    }
-    let alive = process_alive(pid.0);
-    seen.push((pid, alive));
-    alive
-}
-
-/// Whether process `pid` still exists (a zombie counts as gone).
-fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.trim_start().as_bytes().first() != Some(&b'Z'))
-            .unwrap_or(false),
-        Err(_) => false,
-    }
-}
-
 /// Keeps the warning the summary shows: the first internal error (a panic the agent
 /// caught at the FFI boundary, which must never go unseen), else the first warning.
 fn note_warning(kept: &mut Option<String>, text: &str) {
@@ -637,21 +617,6 @@ mod tests {
     use super::*;
     use sonda_shm::records::{head, ENTER, LEAVE};
     use sonda_trace::codec::encode_meta;
-
-    /// A process's liveness is read once per drain, whatever the number of its slots.
-    #[test]
-    fn liveness_is_looked_up_once_per_process() {
-        let me = Pid(std::process::id());
-        let mut seen = Vec::new();
-        assert!(alive_once(&mut seen, me));
-        assert_eq!(seen, vec![(me, true)]);
-        // Answered from `seen`: a pid that cannot exist, said alive there, stays so.
-        let none = Pid(u32::MAX);
-        seen.push((none, true));
-        assert!(alive_once(&mut seen, none));
-        assert!(!process_alive(none.0));
-        assert_eq!(seen.len(), 2);
-    }
 
     #[test]
     fn the_summary_shows_the_first_internal_error_else_the_first_warning() {
