@@ -582,6 +582,16 @@ impl Region {
         self.u32(hdr::DOORBELL).load(Ordering::Acquire)
     }
 
+    /// Rings the doorbell from the collector's side, waking whoever waits on it: how a
+    /// waiter that sleeps long between rings is told to look at something else (to
+    /// stop). Counted like a producer's ring, so that a waiter about to sleep on the
+    /// count it last saw returns at once instead of missing the wake.
+    pub fn wake_doorbell_waiters(&self) {
+        let bell = self.u32(hdr::DOORBELL);
+        bell.fetch_add(1, Ordering::Release);
+        let _ = rustix::thread::futex::wake(bell, rustix::thread::futex::Flags::empty(), u32::MAX);
+    }
+
     /// Waits up to `timeout` for the doorbell to ring past `seen` (a value of
     /// [`Region::doorbell`]); returns its count then (`seen` when it did not ring). A
     /// shared (not process-private) futex: the producers are other processes.

@@ -28,8 +28,11 @@ use sonda_shm::{Region, SlotState};
 pub const MAX_STAGED: usize = 256 << 20;
 /// A slot is worth copying from this fill on (an eighth of its ring).
 const WORTH_COPYING_SHIFT: u32 = 3;
-/// Longest sleep without a doorbell.
-const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// Longest sleep without a doorbell. The cycle drains every ring at its own period
+/// anyway, so this look is only a safety net; at 20 ms its wakes and its scan of every
+/// slot's header (each on its own page) were a third of the collector's CPU on an idle
+/// Tomcat (docs/overhead.md). Stopping rings the doorbell, so it does not wait this.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
 /// The copier's real-time priority, when permitted (root or CAP_SYS_NICE): the lowest
 /// `SCHED_FIFO` one. At nice -10 it still waited up to 2.4 ms for a CPU behind the
 /// cycle's thread (perf sched timehist, 10M events/s), as long as a quarter ring takes
@@ -102,6 +105,8 @@ impl Staging {
 /// The running copier; stops and joins when dropped.
 pub struct Copier {
     staging: Arc<Staging>,
+    /// To ring the doorbell when stopping.
+    region: Arc<Region>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -118,11 +123,13 @@ impl Copier {
             stop: AtomicBool::new(false),
         });
         let shared = Arc::clone(&staging);
+        let watched = Arc::clone(&region);
         let thread = std::thread::Builder::new()
             .name("sonda-copier".into())
-            .spawn(move || run(&region, &shared))?;
+            .spawn(move || run(&watched, &shared))?;
         Ok(Copier {
             staging,
+            region,
             thread: Some(thread),
         })
     }
@@ -136,6 +143,8 @@ impl Copier {
     pub fn stop(&mut self) {
         self.staging.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
+            // Wakes it from its wait (the stop flag is set before the ring it sees).
+            self.region.wake_doorbell_waiters();
             let _ = t.join();
         }
     }
@@ -157,6 +166,10 @@ fn run(region: &Region, staging: &Staging) {
     let mut seen = 0;
     while !staging.stop.load(Ordering::Acquire) {
         let now = region.wait_doorbell(seen, IDLE_WAIT);
+        if staging.stop.load(Ordering::Acquire) {
+            // Woken to stop: the cycle's last drain takes what is left.
+            break;
+        }
         if now != seen {
             staging.bells.fetch_add(1, Ordering::Relaxed);
         }
