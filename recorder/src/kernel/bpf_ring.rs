@@ -70,6 +70,12 @@ impl Ring {
         unsafe { &*(self.producer.as_ptr() as *const AtomicU64) }
     }
 
+    /// Bytes reserved by the programs and not consumed yet (committed or not).
+    pub fn unread(&self) -> u64 {
+        let end = self.producer_pos().load(Ordering::Acquire);
+        end.saturating_sub(self.consumer_pos().load(Ordering::Relaxed))
+    }
+
     /// Hands every committed record to `each`, in the order they were reserved, up to
     /// the first one still being written; returns the bytes consumed.
     pub fn consume(&mut self, mut each: impl FnMut(&[u8])) -> u64 {

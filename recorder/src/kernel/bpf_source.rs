@@ -86,6 +86,15 @@ impl BpfTasks {
     }
 }
 
+/// The loss counts are read (a `bpf` system call, a tenth of the collector's CPU on an
+/// idle server, docs/overhead.md) only after a read that found the ring half full or
+/// more since the last, or after this many reads: a program loses a record only when
+/// the ring is full, and the most it held between two reads is what the first left in
+/// it plus what came since, all of which the second consumes or leaves. Only a read
+/// that could have followed a loss looks, and finds it at once; the count every so many
+/// reads is a safety net.
+const LOSS_CHECK_EVERY: u32 = 64;
+
 /// Keys of the programs' `counts` map.
 const COUNT_LOST: u32 = 0;
 const COUNT_SKIPPED: u32 = 1;
@@ -108,6 +117,8 @@ pub struct BpfSource {
     last_time: Vec<u64>,
     /// Per CPU number: the counts of lost records already passed on.
     accounted: Vec<u64>,
+    /// Reads since the loss counts were last read (see [`LOSS_CHECK_EVERY`]).
+    reads_unchecked: u32,
     foreign: Foreign,
     /// Wakeups and migrations the programs did not see, made up from the switch records.
     unseen: Unseen,
@@ -199,6 +210,7 @@ impl BpfSource {
             pending: Vec::new(),
             last_time: Vec::new(),
             accounted: Vec::new(),
+            reads_unchecked: 0,
             foreign,
             unseen: Unseen::default(),
             stats: KernelStats {
@@ -298,7 +310,17 @@ impl BpfSource {
                 }
             }
         }
-        self.check_loss();
+        // The most the ring held since the last read: what was left then plus what came
+        // since, all of which is consumed or left now.
+        let peak = consumed + self.ring.unread();
+        self.reads_unchecked += 1;
+        if self.stopped
+            || peak >= self.ring.size() as u64 / 2
+            || self.reads_unchecked >= LOSS_CHECK_EVERY
+        {
+            self.reads_unchecked = 0;
+            self.check_loss();
+        }
         self.foreign.read_up_to(readable);
         // Made-up records first: one dated at the instant of the switch-in it comes
         // before (the kernel's wait 0) must stay before it, and records of equal time
