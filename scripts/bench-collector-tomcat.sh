@@ -8,7 +8,10 @@
 # (per request, up to the response size) for what the kernel's side costs the JVM. Throughput is not the
 # question here (scripts/bench-tomcat.sh asks it); one JVM keeps the comparison paired.
 #
-# usage: A=path/to/sonda B=path/to/sonda scripts/bench-collector-tomcat.sh OUTDIR ROUNDS [attach args]
+# With IDLE=1 there is no load: what the collector costs a server that does nothing (its
+# fixed cost: wakes, polls, scans), the other figures then meaningless.
+#
+# usage: A=path/to/sonda B=path/to/sonda [IDLE=1] scripts/bench-collector-tomcat.sh OUTDIR ROUNDS [attach args]
 #        (each binary needs libsonda.so next to it). Needs root (kernel tracepoints).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd); FILES=$REPO/scripts/tomcat; OUT=$1; ROUNDS=$2; shift 2
@@ -24,8 +27,12 @@ command -v wrk >/dev/null 2>&1 || die "wrk is not installed"
 make_base; tomcat_env
 $CATALINA_HOME/bin/catalina.sh run >"$OUT/catalina.log" 2>&1 & JVM_PID=$!
 wait_ready
-wrk -t2 -c8 -d$((30 + ROUNDS*2*16))s http://127.0.0.1:$PORT$HELLO_PATH >"$OUT/wrk.log" 2>&1 & WRK_PID=$!
-sleep 20
+if [ "${IDLE:-0}" = 1 ]; then
+  sleep 5
+else
+  wrk -t2 -c8 -d$((30 + ROUNDS*2*16))s http://127.0.0.1:$PORT$HELLO_PATH >"$OUT/wrk.log" 2>&1 & WRK_PID=$!
+  sleep 20
+fi
 HZ="$(getconf CLK_TCK)"
 jvmcpu() { local t; read -r -a t <<<"$(ticks "$JVM_PID")"; echo $((t[0] + t[1])); }
 jvmsys() { local t; read -r -a t <<<"$(ticks "$JVM_PID")"; echo "${t[1]}"; }
@@ -45,7 +52,11 @@ for r in $(seq 1 $ROUNDS); do for bin in A B; do
   kill -INT $AP; wait $AP || true; AP=
   ev=$(grep -o 'recorded [0-9]* kernel events' $OUT/sonda-$r-$bin.log | awk '{print $2}')
   [ -n "$ev" ] || die "sonda $bin gave no summary: $(tail -1 "$OUT/sonda-$r-$bin.log")"
-  python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*1000/$HZ; w=($w1-$w0)/1e6; y=($y1-$y0)*1000/$HZ; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}; JVM wrote {w/d:.2f} MB/s (throughput), JVM CPU {j/w:.1f} ms/MB, system {y/w:.1f} ms/MB')"
+  if [ "${IDLE:-0}" = 1 ]; then
+    python3 -c "s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*1000/$HZ; print(f'round $r $bin: sonda {s/d:.1f} ms/s idle, events {$ev}; JVM CPU {j/d:.0f} ms/s')"
+  else
+    python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*1000/$HZ; w=($w1-$w0)/1e6; y=($y1-$y0)*1000/$HZ; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}; JVM wrote {w/d:.2f} MB/s (throughput), JVM CPU {j/w:.1f} ms/MB, system {y/w:.1f} ms/MB')"
+  fi
   rm -f $OUT/t-$r-$bin.trace
   sleep 3
 done; done
