@@ -739,6 +739,49 @@ fn a_second_sonda_is_refused_while_one_records_and_a_killed_one_lets_go_at_once(
     assert!(ended.success && ended.stderr.is_empty(), "{}", ended.stderr);
 }
 
+/// A JVM killed while sonda records it ends the recording within a tick or two, with
+/// what was recorded kept: also while the dead JVM is a zombie its parent has not
+/// reaped (the case a pidfd tells and `kill(pid, 0)` would not), and with its agent's
+/// slots never retired (the drain frees them, asking the same question).
+#[test]
+fn a_jvm_killed_during_an_attach_ends_the_recording_at_once_keeping_its_records() {
+    let _machine = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("killed.trace");
+    let mut program = Program::start();
+    let (pid, counter) = (program.pid, program.threads["counter"]);
+    let mut sonda = Attached::start(Attach::to(pid).methods(["AttachLoop::work"]), &trace);
+    std::thread::sleep(Duration::from_millis(500));
+    program.child.kill().unwrap();
+    // Not reaped: a zombie until `program` goes.
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(status) = sonda.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "sonda attach still recording a JVM killed 10 s ago"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = killed.elapsed();
+    let said: Vec<String> = sonda.stderr.iter().collect();
+    let said = said.join("\n");
+    assert!(status.success(), "sonda attach failed: {said}");
+    assert!(!said.contains("panicked"), "{said}");
+    assert!(
+        said.contains(&format!("JVM {pid} exited during the recording")),
+        "{said}"
+    );
+    assert!(took < Duration::from_secs(5), "ended {took:?} after the kill");
+    let t = Trace::read(&trace);
+    let (enters, _) = t.calls(counter, t.method("work"));
+    assert!(!enters.is_empty(), "the calls before the kill are gone");
+    export_and_check(&trace);
+    drop(program);
+}
+
 #[test]
 fn another_builds_agent_in_the_jvm_refuses_methods_and_lets_kernel_recording_run() {
     let _machine = shared();
