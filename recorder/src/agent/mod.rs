@@ -843,4 +843,25 @@ mod tests {
             .collect();
         assert_eq!(times, (0..400).collect::<Vec<_>>());
     }
+
+    /// The copier sleeps up to a second between doorbells; stopping wakes it, so the
+    /// end of a recording does not wait for its timeout. (Three times: a copier that
+    /// were not woken would end within the bound by chance once in five.)
+    #[test]
+    fn stopping_the_copier_does_not_wait_for_its_timeout() {
+        for _ in 0..3 {
+            let dir = tempfile::tempdir().unwrap();
+            let mut src = AgentSource::create(&BufferPlace::here(dir.path()), &settings()).unwrap();
+            assert!(src.copier_bells().is_some(), "no copier");
+            // Asleep in its wait by now.
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            let asked = std::time::Instant::now();
+            src.stop_copier();
+            let took = asked.elapsed();
+            assert!(
+                took < std::time::Duration::from_millis(200),
+                "the copier took {took:?} to stop"
+            );
+        }
+    }
 }

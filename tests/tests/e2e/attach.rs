@@ -774,7 +774,10 @@ fn a_jvm_killed_during_an_attach_ends_the_recording_at_once_keeping_its_records(
         said.contains(&format!("JVM {pid} exited during the recording")),
         "{said}"
     );
-    assert!(took < Duration::from_secs(5), "ended {took:?} after the kill");
+    assert!(
+        took < Duration::from_secs(5),
+        "ended {took:?} after the kill"
+    );
     let t = Trace::read(&trace);
     let (enters, _) = t.calls(counter, t.method("work"));
     assert!(!enters.is_empty(), "the calls before the kill are gone");
