@@ -67,6 +67,9 @@ pub struct BpfHit {
     /// its switch-in, by its run queue's clock (`sched_info.last_arrival`), which
     /// counts what the charges leave out (steal).
     pub on_cpu_ns: Option<u64>,
+    /// With `on_cpu_ns`: the record's time less the run queue's clock it was measured
+    /// by, low 32 bits (differences of two are what matter: see `ClockLag`).
+    pub clock_lag: u32,
 }
 
 const PREV_TRACED: u8 = 1;
@@ -169,6 +172,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         next_traced,
         run_delay,
         on_cpu_ns,
+        clock_lag: if kind == K_CHARGE { bb } else { 0 },
     })
 }
 
@@ -246,6 +250,9 @@ pub(crate) mod tests {
         assert_eq!((unknown.run_delay, unknown.on_cpu_ns), (None, None));
         charge[40..48].copy_from_slice(&4321u64.to_ne_bytes());
         assert_eq!(decode(&charge).unwrap().on_cpu_ns, Some(4321));
+        // The clock's lag in the second task's word.
+        charge[20..24].copy_from_slice(&0xfedc_ba98u32.to_ne_bytes());
+        assert_eq!(decode(&charge).unwrap().clock_lag, 0xfedc_ba98);
         charge[32..40].copy_from_slice(&5678u64.to_ne_bytes());
         let hit = decode(&charge).unwrap();
         assert_eq!(hit.run_delay, Some(5678));

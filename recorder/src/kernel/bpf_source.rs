@@ -36,6 +36,7 @@ use sonda_trace::Record;
 use super::bpf_record::{self, BpfHit};
 use super::bpf_ring::Ring;
 use super::bpf_unseen::Unseen;
+use super::clock_lag::ClockLag;
 use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
 use super::ftrace_source::SLACK;
@@ -122,6 +123,8 @@ pub struct BpfSource {
     foreign: Foreign,
     /// Wakeups and migrations the programs did not see, made up from the switch records.
     unseen: Unseen,
+    /// How late the run queue's clock was at each charge, for its wall time on the CPU.
+    clock_lag: ClockLag,
     stats: KernelStats,
     /// Bytes of ring buffer per CPU, as asked.
     ring_bytes: usize,
@@ -213,6 +216,7 @@ impl BpfSource {
             reads_unchecked: 0,
             foreign,
             unseen: Unseen::default(),
+            clock_lag: ClockLag::default(),
             stats: KernelStats {
                 bpf: true,
                 ..KernelStats::default()
@@ -273,9 +277,15 @@ impl BpfSource {
         // goes out as is: it names no running task, and the recorder's watermark puts
         // it in time order.
         let mut made = Vec::new();
-        let (pending, unseen) = (&mut self.pending, &mut self.unseen);
+        let (pending, unseen, clock_lag) =
+            (&mut self.pending, &mut self.unseen, &mut self.clock_lag);
         let consumed = self.ring.consume(|bytes| match bpf_record::decode(bytes) {
-            Some(hit) => {
+            Some(mut hit) => {
+                if let Some(on_cpu) = &mut hit.on_cpu_ns {
+                    // Measured by a clock updated some µs before the charge: see
+                    // `clock_lag`.
+                    *on_cpu += clock_lag.correction(hit.record.time.0, hit.clock_lag);
+                }
                 unseen.see(&hit, &mut made);
                 let cpu = usize::from(hit.cpu);
                 if pending.len() <= cpu {

@@ -271,6 +271,7 @@ mod tests {
             next_traced: true,
             run_delay: None,
             on_cpu_ns: None,
+            clock_lag: 0,
         }
     }
 

@@ -51,6 +51,7 @@ pub(crate) mod bpf_ring;
 pub(crate) mod bpf_source;
 pub(crate) mod bpf_unseen;
 mod bytes;
+pub(crate) mod clock_lag;
 pub(crate) mod cpu_queue;
 mod foreign;
 pub(crate) mod ftrace_instance;

@@ -478,6 +478,12 @@ int sched_stat_runtime(u64 *ctx)
     if (mine && arrived && rq) {
         u64 now = rq->clock;
         text[1] = now > arrived ? now - arrived : 0;
+        // How far the run queue's clock lags the record's time, low 32 bits (the two
+        // clocks differ by a constant the reader takes out): the clock was updated
+        // some µs before this charge, a different amount each time, and the wall time
+        // above is short by that much; the reader corrects it by the least lag seen
+        // lately (bpf_source.rs, `ClockLag`).
+        r->b = (u32)(r->time - now);
     }
     submit(r);
     return 0;
