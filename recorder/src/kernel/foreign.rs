@@ -175,6 +175,12 @@ impl Foreign {
         true
     }
 
+    /// Whether `tid` is a traced task as far as the filtered instance has told (every
+    /// tid while records are not judged).
+    pub fn traced(&self, tid: sonda_trace::Tid) -> bool {
+        !self.judging() || self.tids.get(tid.0) == TRACED
+    }
+
     /// Whether records are being judged at all (the filter lists tasks, nothing lost).
     fn judging(&self) -> bool {
         self.generation != 0 && !self.given_up

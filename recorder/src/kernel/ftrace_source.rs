@@ -23,6 +23,7 @@ use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
 use super::ftrace_instance::{CpuLoss, Instance};
 use super::ftrace_page::{Missed, Page, PageLayout};
+use super::missed_moves::MissedMoves;
 use super::sched_events::{Hit, SchedDecoder};
 use super::task_filter::TaskFilter;
 use super::tgids::Tgids;
@@ -108,6 +109,10 @@ pub struct FtraceSource {
     decoding: Decoding,
     /// The main instance's task filter.
     filter: TaskFilter,
+    /// Migrations the instances did not record, recovered.
+    moves: MissedMoves,
+    /// Every record up to this time has been passed on by an earlier read.
+    passed_on: u64,
     reads: u32,
     stopped: bool,
 }
@@ -141,6 +146,8 @@ impl FtraceSource {
             queues,
             main: Stream::new(instance, false),
             unfiltered: unfiltered.map(|m| Stream::new(m, true)),
+            moves: MissedMoves::default(),
+            passed_on: 0,
             reads: 0,
             stopped: false,
         }
@@ -210,6 +217,8 @@ impl FtraceSource {
             read_stream(unfiltered, d);
         }
         let mut more = false;
+        let start = out.len();
+        let mut released_to = u64::MAX;
         for (i, queue) in queues.iter_mut().enumerate() {
             // Records not read yet are later than the last one read from their stream.
             let mut h = horizon;
@@ -224,7 +233,20 @@ impl FtraceSource {
             // the end) cannot be judged yet and are kept.
             let foreign = &mut d.foreign;
             queue.release(h, out, &mut d.stats, |r| foreign.skips(r));
+            released_to = released_to.min(h);
         }
+        // Migrations the instances did not record, found in time order (see
+        // `missed_moves`), dated no earlier than what earlier reads passed on.
+        let released = &mut out[start..];
+        released.sort_by_key(|r| r.time);
+        let mut made = Vec::new();
+        for r in released.iter() {
+            let foreign = &d.foreign;
+            self.moves
+                .see(r, |t| foreign.traced(t), self.passed_on, &mut made);
+        }
+        out.extend(made);
+        self.passed_on = self.passed_on.max(released_to);
         Drained {
             more,
             busiest: busiest.min(1.0),
@@ -240,6 +262,7 @@ impl FtraceSource {
     pub fn stats(&self) -> KernelStats {
         KernelStats {
             foreign_misjudged: self.decoding.foreign.misjudged(),
+            migrations_recovered: self.moves.recovered(),
             ..self.decoding.stats
         }
     }

@@ -57,6 +57,7 @@ mod foreign;
 pub(crate) mod ftrace_instance;
 pub mod ftrace_page;
 pub(crate) mod ftrace_source;
+pub(crate) mod missed_moves;
 pub mod perf_record;
 pub(crate) mod perf_ring;
 pub(crate) mod perf_source;
