@@ -375,6 +375,7 @@ impl<W: Write> Recording<W> {
             if s.ftrace || s.bpf {
                 counters.push(c("kernel.foreign_skipped", s.foreign_skipped));
                 counters.push(c("kernel.foreign_misjudged", s.foreign_misjudged));
+                counters.push(c("kernel.migrations_recovered", s.migrations_recovered));
             }
             counters.push(c("kernel.switches_recovered", s.repaired));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
@@ -383,7 +384,6 @@ impl<W: Write> Recording<W> {
             if s.bpf {
                 counters.push(c("kernel.bpf_missed", s.missed));
                 counters.push(c("kernel.wakeups_recovered", s.wakeups_recovered));
-                counters.push(c("kernel.migrations_recovered", s.migrations_recovered));
             }
             if !s.ftrace && !s.bpf {
                 counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
