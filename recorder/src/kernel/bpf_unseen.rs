@@ -2,8 +2,8 @@
 //!
 //! On some machines the kernel does not run the programs for some events (on this
 //! project's platform: those done from interrupts while the sandbox supervisor's threads
-//! run, which ftrace's probe on the same tracepoints records): a wakeup, and with it
-//! the move to another CPU that the wakeup chose.
+//! run, which ftrace's probe on the same tracepoints records, nearly always: see
+//! `missed_moves`): a wakeup, and with it the move to another CPU that the wakeup chose.
 //!
 //! **Wakeups.** The woken thread switches in with no wakeup before it, and its runnable
 //! wait would be lost (`kernel.unseen_wakeups`). But every switch record carries the wait
