@@ -46,6 +46,7 @@ use sonda_trace::{Cpu, Event, Record, SwitchOut, Tid, Time};
 
 use super::bpf_record::BpfHit;
 use super::cpu_queue::switch_in_of_charge;
+use super::missed_moves::migration;
 
 /// What the programs did not see: traced threads asleep with no wakeup seen since and
 /// the CPU each traced thread is on, and what was made up for them.
@@ -229,14 +230,7 @@ fn arrive(
     }
     let floor = (seen + 1).max(t.woken_at.unwrap_or(0));
     let at = queued.map_or(floor, |q| q.max(floor)).min(time);
-    made.push(Record {
-        time: Time(at),
-        event: Event::Migrate {
-            tid,
-            from: was,
-            to: cpu,
-        },
-    });
+    made.push(migration(at, tid, was, cpu));
     true
 }
 
@@ -254,6 +248,7 @@ fn wakeup_record(at: u64, target: Cpu, wakee: Tid) -> Record {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_records::{migrate, wakeup};
     use super::*;
     use sonda_trace::ChargedBy;
 
@@ -391,28 +386,6 @@ mod tests {
         // Asleep, back with the wait not known: none either.
         see(&mut w, &switch(1500, 7, 1, 8, None));
         assert_eq!(see(&mut w, &switch(1600, 8, 0, 7, None)), None);
-    }
-
-    fn migrate(time: u64, tid: u32, from: u16, to: u16) -> Record {
-        Record {
-            time: Time(time),
-            event: Event::Migrate {
-                tid: Tid(tid),
-                from: Cpu(from),
-                to: Cpu(to),
-            },
-        }
-    }
-
-    fn wakeup(time: u64, tid: u32, cpu: u16) -> Record {
-        Record {
-            time: Time(time),
-            event: Event::Wakeup {
-                target: Cpu(cpu),
-                wakee: Tid(tid),
-                new_task: false,
-            },
-        }
     }
 
     #[test]

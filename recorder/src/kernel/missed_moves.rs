@@ -81,14 +81,7 @@ impl MissedMoves {
         }
         self.recovered += 1;
         let at = time.saturating_sub(1).max(seen + 1).max(floor).min(time);
-        made.push(Record {
-            time: Time(at),
-            event: Event::Migrate {
-                tid,
-                from: was,
-                to: cpu,
-            },
-        });
+        made.push(migration(at, tid, was, cpu));
     }
 
     /// Migrations made up so far.
@@ -97,8 +90,17 @@ impl MissedMoves {
     }
 }
 
+/// A migration made up at `at` (here and in `bpf_unseen`).
+pub(super) fn migration(at: u64, tid: Tid, from: Cpu, to: Cpu) -> Record {
+    Record {
+        time: Time(at),
+        event: Event::Migrate { tid, from, to },
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::test_records::{migrate, wakeup};
     use super::*;
 
     fn switch(time: u64, cpu: u16, prev: u32, prev_state: u64, next: u32) -> Record {
@@ -109,17 +111,6 @@ mod tests {
                 prev: Tid(prev),
                 prev_state,
                 next: Tid(next),
-            },
-        }
-    }
-
-    fn migrate(time: u64, tid: u32, from: u16, to: u16) -> Record {
-        Record {
-            time: Time(time),
-            event: Event::Migrate {
-                tid: Tid(tid),
-                from: Cpu(from),
-                to: Cpu(to),
             },
         }
     }
@@ -159,14 +150,7 @@ mod tests {
             switch(300, 1, 7, 1, 99),
             // Asleep, woken onto CPU 0 by a wakeup whose migration was recorded.
             migrate(400, 7, 1, 0),
-            Record {
-                time: Time(401),
-                event: Event::Wakeup {
-                    target: Cpu(0),
-                    wakee: Tid(7),
-                    new_task: false,
-                },
-            },
+            wakeup(401, 7, 0),
             switch(500, 0, 99, 0, 7),
             // 99 is not traced: its moves are not followed.
             switch(600, 1, 5, 0, 99),
@@ -178,14 +162,7 @@ mod tests {
     fn a_wakeup_onto_another_cpu_with_no_migration_reveals_one_just_before_it() {
         let records = [
             switch(100, 1, 7, 1, 99),
-            Record {
-                time: Time(400),
-                event: Event::Wakeup {
-                    target: Cpu(0),
-                    wakee: Tid(7),
-                    new_task: false,
-                },
-            },
+            wakeup(400, 7, 0),
             switch(500, 0, 99, 0, 7),
         ];
         let (made, n) = run(&records, 0);

@@ -65,6 +65,8 @@ pub(crate) mod reader_thread;
 pub mod sched_events;
 pub(crate) mod switch_repair;
 pub(crate) mod task_filter;
+#[cfg(test)]
+mod test_records;
 pub(crate) mod tgids;
 pub mod tp_format;
 pub(crate) mod tracefs;

@@ -1,0 +1,28 @@
+//! Kernel records for the unit tests of the readers' recoveries (`bpf_unseen`,
+//! `missed_moves`).
+
+use sonda_trace::{Cpu, Event, Record, Tid, Time};
+
+/// `tid` moved from `from` to `to` at `time`.
+pub fn migrate(time: u64, tid: u32, from: u16, to: u16) -> Record {
+    Record {
+        time: Time(time),
+        event: Event::Migrate {
+            tid: Tid(tid),
+            from: Cpu(from),
+            to: Cpu(to),
+        },
+    }
+}
+
+/// `tid` woken onto `cpu`'s run queue at `time`.
+pub fn wakeup(time: u64, tid: u32, cpu: u16) -> Record {
+    Record {
+        time: Time(time),
+        event: Event::Wakeup {
+            target: Cpu(cpu),
+            wakee: Tid(tid),
+            new_task: false,
+        },
+    }
+}
