@@ -20,6 +20,8 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::process::{pidfd_open, PidfdFlags};
 use sonda_trace::Pid;
 
+use crate::procfs;
+
 /// One process, watched.
 #[derive(Debug)]
 pub struct Watched {
@@ -80,15 +82,10 @@ fn exited(fd: &OwnedFd) -> bool {
     }
 }
 
-/// Whether process `pid` exists and is not a zombie, from `/proc/<pid>/stat`.
-pub fn proc_stat_alive(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.0)) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.trim_start().as_bytes().first() != Some(&b'Z'))
-            .unwrap_or(false),
-        Err(_) => false,
-    }
+/// Whether process `pid` exists and is not a zombie, from `/proc/<pid>/stat` (its start
+/// time is there only then).
+fn proc_stat_alive(pid: Pid) -> bool {
+    procfs::start_time(pid).is_some()
 }
 
 /// Many processes, each watched from the first time it is asked about until a round

@@ -240,8 +240,8 @@ impl FtraceSource {
         let released = &mut out[start..];
         released.sort_by_key(|r| r.time);
         let mut made = Vec::new();
+        let foreign = &d.foreign;
         for r in released.iter() {
-            let foreign = &d.foreign;
             self.moves
                 .see(r, |t| foreign.traced(t), self.passed_on, &mut made);
         }

@@ -482,7 +482,7 @@ int sched_stat_runtime(u64 *ctx)
         // clocks differ by a constant the reader takes out): the clock was updated
         // some µs before this charge, a different amount each time, and the wall time
         // above is short by that much; the reader corrects it by the least lag seen
-        // lately (bpf_source.rs, `ClockLag`).
+        // lately (clock_lag.rs).
         r->b = (u32)(r->time - now);
     }
     submit(r);
