@@ -280,6 +280,7 @@ mod tests {
                 prev: Tid(0),
                 prev_state: 0,
                 next: tid,
+                charge: None,
             },
         ));
         live.record(&r(200, Event::Enter { tid, method: 1 }));
@@ -290,6 +291,7 @@ mod tests {
                 prev: tid,
                 prev_state: 1, // TASK_INTERRUPTIBLE: S
                 next: Tid(0),
+                charge: None,
             },
         ));
         live.record(&r(
@@ -299,6 +301,7 @@ mod tests {
                 prev: Tid(0),
                 prev_state: 0,
                 next: tid,
+                charge: None,
             },
         ));
         live.record(&r(

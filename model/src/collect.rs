@@ -139,6 +139,7 @@ impl Collector {
                 prev,
                 prev_state,
                 next,
+                ..
             } => self.foreign.switch(
                 self.grid,
                 self.last_exit,

@@ -420,6 +420,7 @@ mod tests {
             prev: Tid(prev),
             prev_state,
             next: Tid(next),
+            charge: None,
         }
     }
 

@@ -19,6 +19,7 @@ fn sw(prev: u32, prev_state: u64, next: u32) -> Event {
         prev: Tid(prev),
         prev_state,
         next: Tid(next),
+        charge: None,
     }
 }
 

@@ -438,6 +438,7 @@ mod tests {
             prev: Tid(prev),
             prev_state: 1,
             next: Tid(next),
+            charge: None,
         })
     }
 
@@ -617,6 +618,7 @@ mod tests {
             prev: Tid(101),
             prev_state: 0x10,
             next: Tid(0),
+            charge: None,
         });
         assert!(f.process(&last, &mut metas));
         assert!(!f.is_followed(Tid(101)));
@@ -637,6 +639,7 @@ mod tests {
                 prev: Tid(101),
                 prev_state: state,
                 next: Tid(0),
+                charge: None,
             });
             assert!(f.process(&out, &mut metas));
             assert!(f.is_followed(Tid(101)), "state {state:#x}");
@@ -646,6 +649,7 @@ mod tests {
             prev: Tid(101),
             prev_state: 0x20,
             next: Tid(0),
+            charge: None,
         });
         assert!(f.process(&dead, &mut metas));
         assert!(!f.is_followed(Tid(101)));

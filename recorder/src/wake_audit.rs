@@ -68,6 +68,7 @@ mod tests {
             prev: Tid(prev),
             prev_state,
             next: Tid(next),
+            charge: None,
         }
     }
 

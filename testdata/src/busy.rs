@@ -231,6 +231,7 @@ impl Busy {
                     prev: prev.unwrap_or(Tid(0)),
                     prev_state,
                     next: next_tid.unwrap_or(Tid(0)),
+                    charge: None,
                 },
             )?;
             if let Some(p) = prev {

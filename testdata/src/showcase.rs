@@ -74,6 +74,7 @@ pub fn showcase() -> TraceBuilder {
         prev: t(prev),
         prev_state,
         next: t(next),
+        charge: None,
     };
     b.at(10, VmInit { pid: Pid(100) })
         .at(50, sw(c0, 0, 0, 102))

@@ -1042,6 +1042,7 @@ mod tests {
             prev: Tid(prev),
             prev_state: 1,
             next: Tid(next),
+            charge: None,
         };
         assert_eq!(
             evidence(&sw(7, 0), tid, Source::Tracepoints),

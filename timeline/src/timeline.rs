@@ -365,6 +365,7 @@ impl Timeline {
                 prev,
                 prev_state,
                 next,
+                ..
             } => {
                 let next_followed = next.0 != 0 && self.index.contains_key(&next);
                 if let Some(i) = self.seen(prev, event) {

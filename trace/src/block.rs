@@ -10,13 +10,15 @@ use crate::le;
 pub const FILE_MAGIC: &[u8; 8] = b"SONDATRC";
 /// The format's major version: readers refuse majors they do not know. Major 2 added
 /// the compact encoding of events blocks (`Encoding::Compact`, header byte 5), which
-/// a reader of major 1 would take for damage.
-pub const MAJOR: u16 = 2;
+/// a reader of major 1 would take for damage. Major 3 lets a switch carry its
+/// switch-out's CPU-time charge (`Event::Switch`'s `charge`): a reader of major 2
+/// would skip those trailing fields and lose the charge without a word.
+pub const MAJOR: u16 = 3;
 /// The oldest major version this reader reads (every 1.x file reads as before).
 pub const OLDEST_MAJOR: u16 = 1;
 /// The format's minor version: adds record kinds, and fields at the end of a record's
-/// body, only; older readers skip them. Minor 1: `CpuTime`'s writer (`ChargedBy`).
-pub const MINOR: u16 = 1;
+/// body, only; older readers skip them. 3.0 holds every record kind of 2.1.
+pub const MINOR: u16 = 0;
 /// Size of the file header: magic, major, minor, flags.
 pub const FILE_HEADER_LEN: usize = 16;
 
@@ -86,8 +88,8 @@ pub fn file_header() -> [u8; FILE_HEADER_LEN] {
     file_header_for(Encoding::Compact)
 }
 
-/// Encodes the header of a file whose events blocks are in `encoding`: 2.0 for compact
-/// ones, 1.4 for fixed ones (which every reader of major 1 reads).
+/// Encodes the header of a file whose events blocks are in `encoding`: 3.0 for compact
+/// ones, 1.5 for fixed ones (which every reader of major 1 reads).
 pub fn file_header_for(encoding: Encoding) -> [u8; FILE_HEADER_LEN] {
     let (major, minor) = match encoding {
         Encoding::Compact => (MAJOR, MINOR),

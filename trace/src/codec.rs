@@ -3,7 +3,7 @@
 //! reader skips tags it does not know (a newer minor version) instead of failing.
 //! Integers are little-endian; strings are a LEB128 length then UTF-8 bytes.
 
-use crate::record::{ChargedBy, Event, Meta, Record, Runtime, Source};
+use crate::record::{ChargedBy, Event, Meta, Record, Runtime, Source, SwitchCharge};
 use crate::types::{Cpu, Pid, Tid, Time};
 
 /// A payload that does not decode: a corrupt or foreign file.
@@ -110,7 +110,7 @@ pub enum Encoding {
     Fixed,
     /// LEB128 integers, and each timed record's time as the LEB128 difference from
     /// the previous timed record of the block (the first one's from the block
-    /// header's first time) (format 2.x).
+    /// header's first time) (formats 2.x and 3.x).
     Compact,
 }
 
@@ -233,8 +233,15 @@ fn event_body(b: &mut Body<'_>, event: &Event) -> u8 {
             prev,
             prev_state,
             next,
+            charge,
         } => {
             b.u16(cpu.0).u32(prev.0).u64(*prev_state).u32(next.0);
+            // Trailing fields (format 3.0): a reader of 2.x would read the switch and
+            // lose the charge (hence the major version), so `TraceWriter` writes the
+            // two records apart in a 1.x file.
+            if let Some(c) = charge {
+                b.u64(c.ns).u32(c.before_ns);
+            }
             tag::SWITCH
         }
         Event::Waking { cpu, waker, wakee } => {
@@ -506,6 +513,16 @@ impl<'a> Fields<'a> {
     fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
+    /// A switch's trailing charge (format 3.0), `None` in an older record.
+    fn switch_charge(&mut self) -> Result<Option<SwitchCharge>, DecodeError> {
+        if self.pos == self.buf.len() {
+            return Ok(None);
+        }
+        Ok(Some(SwitchCharge {
+            ns: self.u64()?,
+            before_ns: self.u32()?,
+        }))
+    }
     /// A trailing `u8` a later minor version added, `None` in an older record.
     fn rest_u8(&mut self) -> Result<Option<u8>, DecodeError> {
         if self.pos == self.buf.len() {
@@ -601,6 +618,11 @@ pub struct Items<'a> {
     /// Compact encoding: the time of the previous timed record (the block's first time
     /// before the first).
     prev: u64,
+    /// The time of the last timed record returned (the block's first time before the
+    /// first): a charge taken out of a switch ([`Record::unfold`]) never goes before it.
+    floor: u64,
+    /// The switch whose charge was returned last, returned next.
+    held: Option<Record>,
 }
 
 impl<'a> Items<'a> {
@@ -618,7 +640,16 @@ impl<'a> Items<'a> {
             failed: false,
             encoding,
             prev: first,
+            floor: first,
+            held: None,
         }
+    }
+
+    /// The switch whose charge [`Iterator::next`] just returned, which it would return
+    /// next: for a caller that decodes one item at a time from [`Items::position`],
+    /// where a fresh `Items` would not know it.
+    pub fn take_held(&mut self) -> Option<Record> {
+        self.held.take()
     }
 
     /// Bytes of the payload decoded so far (where the next item starts).
@@ -637,6 +668,9 @@ impl Iterator for Items<'_> {
     type Item = Result<Item, DecodeError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(switch) = self.held.take() {
+            return Some(Ok(Item::Record(switch)));
+        }
         if self.failed || self.pos >= self.buf.len() {
             return None;
         }
@@ -683,10 +717,26 @@ impl Iterator for Items<'_> {
         } else {
             decode_body(tag, &mut f)
         };
-        if item.is_err() {
-            self.failed = true;
+        match item {
+            Ok(Item::Record(record)) => {
+                // A switch carrying its switch-out's charge reads as the two records
+                // it stands for.
+                let (charge, switch) = record.unfold(self.floor);
+                self.floor = switch.time.0;
+                match charge {
+                    Some(charge) => {
+                        self.held = Some(switch);
+                        Some(Ok(Item::Record(charge)))
+                    }
+                    None => Some(Ok(Item::Record(switch))),
+                }
+            }
+            Ok(other) => Some(Ok(other)),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
         }
-        Some(item)
     }
 }
 
@@ -735,6 +785,7 @@ fn decode_timed(tag: u8, time: Time, f: &mut Fields<'_>) -> Result<Item, DecodeE
             prev: f.tid()?,
             prev_state: f.u64()?,
             next: f.tid()?,
+            charge: f.switch_charge()?,
         },
         tag::WAKING => Event::Waking {
             cpu: f.cpu()?,

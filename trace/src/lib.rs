@@ -25,7 +25,7 @@ pub mod writer;
 
 pub use damage::{Damage, SkippedRegion};
 pub use reader::{ReadError, TraceReader};
-pub use record::{ChargedBy, Event, Meta, Record, Runtime, Source};
+pub use record::{ChargedBy, Event, Meta, Record, Runtime, Source, SwitchCharge};
 pub use scan::{
     Events, MethodInfo, NativeFunctionInfo, ProcessInfo, Removal, ThreadInfo, TraceInfo, TraceMeta,
 };

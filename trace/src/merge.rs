@@ -627,6 +627,7 @@ mod tests {
                 prev: Tid(prev),
                 prev_state: 1,
                 next: Tid(next),
+                charge: None,
             },
         }
     }

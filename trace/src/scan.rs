@@ -388,6 +388,9 @@ pub struct Events<R = File> {
     last: Option<Time>,
     /// Compact blocks: the time the next record's difference is from.
     prev: u64,
+    /// The switch whose charge was delivered last, delivered next (see
+    /// [`Items::take_held`]).
+    held: Option<Record>,
     stopped: bool,
 }
 
@@ -408,6 +411,7 @@ impl<R: Read> Events<R> {
             delivered: 0,
             last: None,
             prev: 0,
+            held: None,
             stopped: false,
         })
     }
@@ -427,10 +431,18 @@ impl<R: Read> Events<R> {
         let block = self.block.as_ref()?;
         loop {
             let start = self.pos;
-            let mut items = Items::with(&block.payload[start..], block.header.encoding, self.prev);
-            let item = items.next();
-            self.pos += items.position();
-            self.prev = items.prev_time();
+            let item = match self.held.take() {
+                Some(switch) => Some(Ok(Item::Record(switch))),
+                None => {
+                    let mut items =
+                        Items::with(&block.payload[start..], block.header.encoding, self.prev);
+                    let item = items.next();
+                    self.pos += items.position();
+                    self.prev = items.prev_time();
+                    self.held = items.take_held();
+                    item
+                }
+            };
             let what = match item? {
                 Ok(Item::Record(r)) if self.last.is_none_or(|last| r.time >= last) => {
                     self.last = Some(r.time);
@@ -472,6 +484,7 @@ impl<R: Read> Iterator for Events<R> {
                         self.pos = 0;
                         self.delivered = 0;
                         self.prev = block_first;
+                        self.held = None;
                     }
                 }
                 Err(e) => {

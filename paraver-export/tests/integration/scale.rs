@@ -244,6 +244,7 @@ fn several_processes_are_several_applications() {
         prev: Tid(prev),
         prev_state: 0x100,
         next: Tid(next),
+        charge: None,
     };
     b.at(0, sw(0, 0, 11))
         .at(0, sw(1, 0, 21))

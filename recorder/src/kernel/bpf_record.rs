@@ -109,6 +109,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
                 prev: Tid(a),
                 prev_state: c,
                 next: Tid(bb),
+                charge: None,
             }
         }
         K_WAKING => Event::Waking {
@@ -227,7 +228,8 @@ pub(crate) mod tests {
                 cpu: Cpu(1),
                 prev: Tid(10),
                 prev_state: 1,
-                next: Tid(11)
+                next: Tid(11),
+                charge: None,
             }
         );
         assert_eq!(

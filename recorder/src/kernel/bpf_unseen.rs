@@ -93,6 +93,7 @@ impl Unseen {
                 prev,
                 prev_state,
                 next,
+                ..
             } => {
                 let arriving = match hit.next_traced && next.0 != 0 {
                     true => Some(self.threads.entry(next.0).or_default()),
@@ -320,6 +321,7 @@ mod tests {
             prev: Tid(prev),
             prev_state,
             next: Tid(next),
+            charge: None,
         };
         hit(time, event, wait, true)
     }

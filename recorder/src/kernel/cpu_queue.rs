@@ -209,6 +209,7 @@ impl CpuQueue {
                             prev: sonda_trace::Tid(running),
                             prev_state: 0,
                             next: sonda_trace::Tid(current),
+                            charge: None,
                         },
                     };
                     pass(recovered, &mut foreign, out, stats);
@@ -311,6 +312,7 @@ mod tests {
                 prev: Tid(prev),
                 prev_state: 1,
                 next: Tid(next),
+                charge: None,
             },
         };
         (r, prev)
@@ -348,6 +350,7 @@ mod tests {
                 prev: Tid(prev),
                 prev_state: 0,
                 next: Tid(next),
+                charge: None,
             },
         }
     }

@@ -267,6 +267,7 @@ mod tests {
                 prev: Tid(prev),
                 prev_state: 0,
                 next: Tid(next),
+                charge: None,
             },
         };
         assert!(f.skips(&switch(9, 10)));

@@ -483,6 +483,7 @@ mod tests {
                         other => panic!("state {other}"),
                     },
                     next: Tid(num(want, "next_pid")),
+                    charge: None,
                 },
                 "sched_waking" => Event::Waking {
                     cpu: Cpu(0),

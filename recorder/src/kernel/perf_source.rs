@@ -187,7 +187,8 @@ mod tests {
                     cpu: Cpu(1),
                     prev: Tid(5),
                     prev_state: 1,
-                    next: Tid(6)
+                    next: Tid(6),
+                    charge: None,
                 }
             })
         );

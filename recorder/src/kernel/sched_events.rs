@@ -238,6 +238,7 @@ impl SchedDecoder {
                 prev: Tid(self.switch.prev_pid.read_u32(raw)?),
                 prev_state: self.switch.prev_state.read_u64(raw)?,
                 next: Tid(self.switch.next_pid.read_u32(raw)?),
+                charge: None,
             },
             Kind::Waking => Event::Waking {
                 cpu,
@@ -406,7 +407,8 @@ pub(crate) mod tests {
                 cpu: Cpu(1),
                 prev: Tid(100),
                 prev_state: 0x100,
-                next: Tid(0)
+                next: Tid(0),
+                charge: None,
             })
         );
         let wk = payload(&f[1], &[("pid", Int(7)), ("target_cpu", Int(0))]);

@@ -91,6 +91,7 @@ impl CpuSwitches {
                 prev: Tid(prev),
                 prev_state: 0,
                 next: Tid(tid),
+                charge: None,
             },
         })
     }
@@ -157,7 +158,8 @@ mod tests {
                     cpu: Cpu(1),
                     prev: Tid(75),
                     prev_state: 0,
-                    next: Tid(9)
+                    next: Tid(9),
+                    charge: None,
                 }
             })
         );

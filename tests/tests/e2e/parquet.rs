@@ -205,6 +205,7 @@ fn export_files_are_private_complete_and_never_replace_anything() {
                 prev: sonda_trace::Tid(10),
                 prev_state: 0x1,
                 next: sonda_trace::Tid(0),
+                charge: None,
             },
         );
     b.write(&other).unwrap();

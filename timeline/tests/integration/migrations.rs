@@ -33,6 +33,7 @@ fn switch(cpu: u16, prev: Tid, prev_state: u64, next: Tid) -> Event {
         prev,
         prev_state,
         next,
+        charge: None,
     }
 }
 

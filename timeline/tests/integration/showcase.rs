@@ -461,6 +461,7 @@ fn a_proc_sample_in_a_tracepoint_trace_is_only_first_evidence() {
                 prev: Tid(0),
                 prev_state: 0,
                 next: Tid(7),
+                charge: None,
             },
         ),
         // Later samples change nothing: the switches are exact.

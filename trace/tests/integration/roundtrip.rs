@@ -14,6 +14,7 @@ fn sample_records() -> Vec<Record> {
             prev: Tid(10),
             prev_state: 0x100,
             next: Tid(11),
+            charge: None,
         },
         Event::Waking {
             cpu: Cpu(0),
@@ -283,7 +284,7 @@ fn a_format_1_file_still_reads_and_compact_is_smaller() {
         records.len() as u64
     );
     let new = write_trace_in(Encoding::Compact, &records, &meta, true);
-    assert_eq!(&new[8..12], &[2, 0, 1, 0], "major 2, minor 1");
+    assert_eq!(&new[8..12], &[3, 0, 0, 0], "major 3, minor 0");
     // Method events dominate a busy trace: 18 bytes each in 1.x.
     let calls: Vec<Record> = (0..10_000u64)
         .map(|i| Record {
@@ -310,6 +311,101 @@ fn a_format_1_file_still_reads_and_compact_is_smaller() {
     );
 }
 
+/// A switch carrying its switch-out's charge (format 3.0) reads as the two records it
+/// stands for: the charge (written by the thread itself) `before_ns` ahead of the
+/// switch, then the bare switch; never before the record written ahead of it (the
+/// writer moves it up to that one), exactly placed at the start of a block (whose
+/// first time is then the charge's); in a 1.x file written as two records. Every way
+/// of reading agrees: the streaming reader, the blocks' items and the scan's count.
+#[test]
+fn a_switch_carrying_its_charge_reads_as_the_charge_then_the_switch() {
+    let switch = |time, prev, next, charge| Record {
+        time: Time(time),
+        event: Event::Switch {
+            cpu: Cpu(1),
+            prev: Tid(prev),
+            prev_state: 1,
+            next: Tid(next),
+            charge,
+        },
+    };
+    let charge = |time, tid, ns| Record {
+        time: Time(time),
+        event: Event::CpuTime {
+            tid: Tid(tid),
+            ns,
+            by: ChargedBy::Itself,
+        },
+    };
+    let wakeup = Record {
+        time: Time(600_000),
+        event: Event::Wakeup {
+            target: Cpu(0),
+            wakee: Tid(12),
+            new_task: false,
+        },
+    };
+    let carrying = |ns, before_ns| Some(SwitchCharge { ns, before_ns });
+    let written = [
+        // A block's first record: its charge exactly 1.5 µs ahead.
+        switch(500_000, 10, 11, carrying(700, 1_500)),
+        wakeup.clone(),
+        // 1.5 ms ahead would be before the wakeup: at the wakeup.
+        switch(2_000_000, 11, 10, carrying(800, 1_500_000)),
+        switch(5_000_000, 10, 0, carrying(900, 300)),
+        // An older writer's switch: no charge.
+        switch(6_000_000, 0, 10, None),
+    ];
+    let expected = vec![
+        charge(498_500, 10, 700),
+        switch(500_000, 10, 11, None),
+        wakeup.clone(),
+        charge(600_000, 11, 800),
+        switch(2_000_000, 11, 10, None),
+        charge(4_999_700, 10, 900),
+        switch(5_000_000, 10, 0, None),
+        switch(6_000_000, 0, 10, None),
+    ];
+    for encoding in [Encoding::Compact, Encoding::Fixed] {
+        let mut w = TraceWriter::with_encoding(Vec::new(), encoding).unwrap();
+        w.record(&Record {
+            time: Time(400_000),
+            event: Event::TaskExit { tid: Tid(99) },
+        })
+        .unwrap();
+        w.flush().unwrap();
+        for r in &written {
+            w.record(r).unwrap();
+        }
+        let bytes = w.finish(&[]).unwrap();
+        let f = to_file(&bytes);
+        let streamed: Vec<Record> = Events::open(f.path())
+            .unwrap()
+            .map(|r| r.unwrap())
+            .skip(1)
+            .collect();
+        assert_eq!(streamed, expected, "{encoding:?}");
+        let mut reader = TraceReader::open(f.path()).unwrap();
+        let mut by_blocks = Vec::new();
+        while let Some(block) = reader.next_block().unwrap() {
+            for item in sonda_trace::reader::block_items(&block) {
+                if let codec::Item::Record(r) = item.unwrap() {
+                    by_blocks.push(r);
+                }
+            }
+        }
+        assert_eq!(by_blocks[1..], expected[..], "{encoding:?}");
+        let meta = TraceMeta::scan(f.path()).unwrap();
+        assert_eq!(meta.records, expected.len() as u64 + 1, "{encoding:?}");
+        assert_eq!(meta.first_time, Some(Time(400_000)));
+        let version = match encoding {
+            Encoding::Compact => [3, 0, 0, 0],
+            Encoding::Fixed => [1, 0, 5, 0],
+        };
+        assert_eq!(bytes[8..12], version);
+    }
+}
+
 /// The compact encoding keeps every value of every field: times far apart, the
 /// largest ids, addresses and counts.
 #[test]
@@ -329,6 +425,7 @@ fn compact_records_keep_extreme_values() {
                 prev: Tid(u32::MAX),
                 prev_state: u64::MAX,
                 next: Tid(1),
+                charge: None,
             },
         },
         Record {

@@ -301,6 +301,7 @@ pub fn calls_trace(pid: u32, calls: u64, flush_every: usize) -> sonda_testdata::
         prev: Tid(prev),
         prev_state,
         next: Tid(next),
+        charge: None,
     };
     let mut t = sonda_testdata::TraceBuilder::new(Source::Tracepoints, 2);
     t.process(pid, "java", Runtime::Java)

@@ -138,6 +138,7 @@ pub fn recording(seed: u64, records: usize, per_cycle: usize) -> Trace {
                     prev: tid,
                     prev_state: [0, 1, 2, 0x100][rng.below(4) as usize],
                     next: Tid(101 + rng.below(u64::from(tids)) as u32),
+                    charge: None,
                 },
                 1 => Event::Waking {
                     cpu: Cpu(rng.below(4) as u16),
