@@ -176,9 +176,11 @@ impl<L: TaskLookup> Follow<L> {
     }
 
     /// Decides whether `r` goes into the trace, updating the followed set; metadata the
-    /// trace needs before `r` is appended to `metas`.
-    pub fn process(&mut self, r: &Record, metas: &mut Vec<Meta>) -> bool {
-        match &r.event {
+    /// trace needs before `r` is appended to `metas`. A switch kept for the thread it
+    /// switches to loses the charge it carries of a thread not followed (that charge,
+    /// a record of its own, would not be kept).
+    pub fn process(&mut self, r: &mut Record, metas: &mut Vec<Meta>) -> bool {
+        match &mut r.event {
             Event::NewTask {
                 parent,
                 child,
@@ -189,10 +191,14 @@ impl<L: TaskLookup> Follow<L> {
                 prev,
                 next,
                 prev_state,
+                charge,
                 ..
             } => {
                 let keep_prev = self.touch(*prev, metas);
                 let keep_next = self.touch(*next, metas);
+                if !keep_prev {
+                    *charge = None;
+                }
                 let dead = SwitchOut::from_prev_state(*prev_state) == SwitchOut::Dead;
                 if keep_prev && dead && self.threads.get(prev).is_some_and(|t| t.exiting) {
                     // The last switch-out of an exited thread: its tid may be reused.
@@ -408,7 +414,7 @@ impl<L: TaskLookup> Follow<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sonda_trace::ChargedBy;
+    use sonda_trace::{ChargedBy, SwitchCharge};
     use sonda_trace::{Cpu, Time};
     use std::collections::HashMap;
 
@@ -470,7 +476,7 @@ mod tests {
         let mut f = follow(Fake::default());
         let mut metas = Vec::new();
         // The collector (tid 50) forks the root.
-        assert!(f.process(&new_task(50, 100, 100, "sonda"), &mut metas));
+        assert!(f.process(&mut new_task(50, 100, 100, "sonda"), &mut metas));
         assert_eq!(
             metas,
             [Meta::Thread {
@@ -481,9 +487,9 @@ mod tests {
         );
         metas.clear();
         // The root forks a child process, which creates a thread, which forks again.
-        assert!(f.process(&new_task(100, 101, 101, "sh"), &mut metas));
-        assert!(f.process(&new_task(101, 102, 101, "sh"), &mut metas));
-        assert!(f.process(&new_task(102, 103, 103, "sh"), &mut metas));
+        assert!(f.process(&mut new_task(100, 101, 101, "sh"), &mut metas));
+        assert!(f.process(&mut new_task(101, 102, 101, "sh"), &mut metas));
+        assert!(f.process(&mut new_task(102, 103, 103, "sh"), &mut metas));
         assert_eq!(
             metas,
             [
@@ -518,12 +524,36 @@ mod tests {
         );
         metas.clear();
         // Someone else's tasks are not followed.
-        assert!(!f.process(&new_task(7, 8, 8, "cron"), &mut metas));
-        assert!(!f.process(&switch(8, 0), &mut metas));
+        assert!(!f.process(&mut new_task(7, 8, 8, "cron"), &mut metas));
+        assert!(!f.process(&mut switch(8, 0), &mut metas));
         // A switch with one followed side is kept; wakeups of followed threads only.
-        assert!(f.process(&switch(8, 103), &mut metas));
+        assert!(f.process(&mut switch(8, 103), &mut metas));
+        // It carries the switch-out's charge of a followed thread only (that of another,
+        // a record of its own, would be left out).
+        let carrying = |prev, next| {
+            let mut s = switch(prev, next);
+            if let Event::Switch { charge, .. } = &mut s.event {
+                *charge = Some(SwitchCharge {
+                    ns: 900,
+                    before_ns: 2,
+                });
+            }
+            s
+        };
+        let mut s = carrying(8, 103);
+        assert!(f.process(&mut s, &mut metas));
+        assert!(matches!(s.event, Event::Switch { charge: None, .. }));
+        let mut s = carrying(103, 8);
+        assert!(f.process(&mut s, &mut metas));
+        assert!(matches!(
+            s.event,
+            Event::Switch {
+                charge: Some(_),
+                ..
+            }
+        ));
         assert!(f.process(
-            &r(Event::Wakeup {
+            &mut r(Event::Wakeup {
                 target: Cpu(1),
                 wakee: Tid(102),
                 new_task: false
@@ -531,7 +561,7 @@ mod tests {
             &mut metas
         ));
         assert!(!f.process(
-            &r(Event::Waking {
+            &mut r(Event::Waking {
                 cpu: Cpu(1),
                 waker: Tid(102),
                 wakee: Tid(8)
@@ -546,8 +576,8 @@ mod tests {
                 to: Cpu(1),
             })
         };
-        assert!(f.process(&migrate(102), &mut metas));
-        assert!(!f.process(&migrate(8), &mut metas));
+        assert!(f.process(&mut migrate(102), &mut metas));
+        assert!(!f.process(&mut migrate(8), &mut metas));
         // CPU-time charges of followed threads only, and they name no new thread.
         let charge = |tid| {
             r(Event::CpuTime {
@@ -556,8 +586,8 @@ mod tests {
                 by: ChargedBy::Itself,
             })
         };
-        assert!(f.process(&charge(102), &mut metas));
-        assert!(!f.process(&charge(8), &mut metas));
+        assert!(f.process(&mut charge(102), &mut metas));
+        assert!(!f.process(&mut charge(8), &mut metas));
         assert!(metas.is_empty());
     }
 
@@ -565,10 +595,10 @@ mod tests {
     fn exec_and_rename_refresh_names() {
         let mut f = follow(Fake::default());
         let mut metas = Vec::new();
-        f.process(&new_task(50, 100, 100, "sonda"), &mut metas);
+        f.process(&mut new_task(50, 100, 100, "sonda"), &mut metas);
         metas.clear();
         assert!(f.process(
-            &r(Event::Exec {
+            &mut r(Event::Exec {
                 pid: Pid(100),
                 tid: Tid(100),
                 filename: "/usr/bin/java".into()
@@ -576,7 +606,7 @@ mod tests {
             &mut metas
         ));
         assert!(f.process(
-            &r(Event::Rename {
+            &mut r(Event::Rename {
                 tid: Tid(100),
                 comm: "java".into()
             }),
@@ -599,7 +629,7 @@ mod tests {
             ]
         );
         assert!(!f.process(
-            &r(Event::Rename {
+            &mut r(Event::Rename {
                 tid: Tid(9),
                 comm: "x".into()
             }),
@@ -611,47 +641,47 @@ mod tests {
     fn an_exited_tid_reused_by_a_stranger_is_dropped() {
         let mut f = follow(Fake::default());
         let mut metas = Vec::new();
-        f.process(&new_task(100, 101, 100, "w"), &mut metas);
-        assert!(f.process(&r(Event::TaskExit { tid: Tid(101) }), &mut metas));
-        let last = r(Event::Switch {
+        f.process(&mut new_task(100, 101, 100, "w"), &mut metas);
+        assert!(f.process(&mut r(Event::TaskExit { tid: Tid(101) }), &mut metas));
+        let mut last = r(Event::Switch {
             cpu: Cpu(0),
             prev: Tid(101),
             prev_state: 0x10,
             next: Tid(0),
             charge: None,
         });
-        assert!(f.process(&last, &mut metas));
+        assert!(f.process(&mut last, &mut metas));
         assert!(!f.is_followed(Tid(101)));
-        assert!(!f.process(&new_task(7, 101, 101, "cron"), &mut metas));
-        assert!(!f.process(&switch(101, 0), &mut metas));
+        assert!(!f.process(&mut new_task(7, 101, 101, "cron"), &mut metas));
+        assert!(!f.process(&mut switch(101, 0), &mut metas));
     }
 
     #[test]
     fn an_exiting_thread_stays_followed_until_its_last_switch() {
         let mut f = follow(Fake::default());
         let mut metas = Vec::new();
-        f.process(&new_task(100, 101, 100, "w"), &mut metas);
-        f.process(&r(Event::TaskExit { tid: Tid(101) }), &mut metas);
+        f.process(&mut new_task(100, 101, 100, "w"), &mut metas);
+        f.process(&mut r(Event::TaskExit { tid: Tid(101) }), &mut metas);
         // Preempted, or asleep while closing its files: it will run again.
         for state in [0x100, 0x1, 0x2] {
-            let out = r(Event::Switch {
+            let mut out = r(Event::Switch {
                 cpu: Cpu(0),
                 prev: Tid(101),
                 prev_state: state,
                 next: Tid(0),
                 charge: None,
             });
-            assert!(f.process(&out, &mut metas));
+            assert!(f.process(&mut out, &mut metas));
             assert!(f.is_followed(Tid(101)), "state {state:#x}");
         }
-        let dead = r(Event::Switch {
+        let mut dead = r(Event::Switch {
             cpu: Cpu(0),
             prev: Tid(101),
             prev_state: 0x20,
             next: Tid(0),
             charge: None,
         });
-        assert!(f.process(&dead, &mut metas));
+        assert!(f.process(&mut dead, &mut metas));
         assert!(!f.is_followed(Tid(101)));
     }
 
@@ -662,18 +692,18 @@ mod tests {
         fake.0.insert(200, (200, "other"));
         let mut f = follow(fake);
         let mut metas = Vec::new();
-        f.process(&new_task(50, 100, 100, "sonda"), &mut metas);
+        f.process(&mut new_task(50, 100, 100, "sonda"), &mut metas);
         metas.clear();
         // Before a loss, an unknown thread is not ours even if /proc says so.
-        assert!(!f.process(&switch(105, 0), &mut metas));
+        assert!(!f.process(&mut switch(105, 0), &mut metas));
         assert!(f.process(
-            &r(Event::KernelLost {
+            &mut r(Event::KernelLost {
                 cpu: Cpu(0),
                 count: 3
             }),
             &mut metas
         ));
-        assert!(f.process(&switch(105, 0), &mut metas));
+        assert!(f.process(&mut switch(105, 0), &mut metas));
         assert_eq!(
             metas,
             [Meta::Thread {
@@ -682,8 +712,8 @@ mod tests {
                 comm: "worker".into()
             }]
         );
-        assert!(!f.process(&switch(200, 0), &mut metas));
-        assert!(!f.process(&switch(200, 0), &mut metas));
+        assert!(!f.process(&mut switch(200, 0), &mut metas));
+        assert!(!f.process(&mut switch(200, 0), &mut metas));
     }
 
     #[test]
@@ -695,7 +725,7 @@ mod tests {
         let mut metas = Vec::new();
         f.note_agent_thread(Pid(300), Tid(301));
         assert!(f.process(
-            &r(Event::Enter {
+            &mut r(Event::Enter {
                 tid: Tid(301),
                 method: 1
             }),
@@ -719,7 +749,7 @@ mod tests {
         );
         metas.clear();
         assert!(f.process(
-            &r(Event::Leave {
+            &mut r(Event::Leave {
                 tid: Tid(301),
                 method: 1,
                 exception: false

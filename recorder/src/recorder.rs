@@ -181,7 +181,7 @@ impl Tally {
         if e.is_sched_tracepoint()
             || matches!(e, Event::ProcSample { .. } | Event::KernelLost { .. })
         {
-            self.scheduler += 1;
+            self.scheduler += u64::from(r.count());
         } else {
             self.agent += 1;
         }
@@ -307,11 +307,11 @@ impl<W: Write> Recording<W> {
         let (follow, metas, writer) = (&mut self.follow, &mut self.metas, &mut self.writer);
         let (tally, wakes) = (&mut self.tally, &mut self.wakes);
         let mut failed = None;
-        let more = self.watermark.release(watermark, limit, |r| {
+        let more = self.watermark.release(watermark, limit, |mut r| {
             if failed.is_some() {
                 return;
             }
-            let keep = follow.process(&r, metas);
+            let keep = follow.process(&mut r, metas);
             if !metas.is_empty() {
                 for m in metas.drain(..) {
                     writer.meta(&m);

@@ -55,9 +55,21 @@ impl<W: Write> Tapped<W> {
     }
 
     pub fn record(&mut self, record: &Record) -> io::Result<()> {
+        let floor = self.writer.last_time();
         self.writer.record(record)?;
-        if let Some(t) = &mut self.tap {
+        let Some(t) = &mut self.tap else {
+            return Ok(());
+        };
+        if record.count() == 1 {
             t.record(record);
+        } else {
+            // As the trace reads it: a switch's carried charge before it, where the
+            // writer puts it.
+            let (charge, switch) = record.clone().unfold(floor);
+            if let Some(charge) = charge {
+                t.record(&charge);
+            }
+            t.record(&switch);
         }
         Ok(())
     }

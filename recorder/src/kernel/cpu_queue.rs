@@ -33,7 +33,7 @@
 
 use std::collections::VecDeque;
 
-use sonda_trace::{Cpu, Event, Record, Time};
+use sonda_trace::{ChargedBy, Cpu, Event, Record, SwitchCharge, Time};
 
 use super::KernelStats;
 
@@ -162,6 +162,8 @@ impl CpuQueue {
         stats: &mut KernelStats,
         mut foreign: impl FnMut(&Record) -> bool,
     ) {
+        // Records before this are other queues': never folded into this one's switches.
+        let start = out.len();
         loop {
             let filtered = self.held.front().map(|h| h.record.time.0);
             let unfiltered = self.unfiltered.front().map(|s| s.record.time.0);
@@ -223,9 +225,16 @@ impl CpuQueue {
             self.released_charges.clear();
             if current == LOSS {
                 out.push(record);
-            } else if pass(record, &mut foreign, out, stats) {
-                stats.samples += 1;
+                continue;
             }
+            if foreign(&record) {
+                stats.foreign_skipped += 1;
+                continue;
+            }
+            let mut record = record;
+            fold_charge(out, start, &mut record);
+            out.push(record);
+            stats.samples += 1;
         }
     }
 
@@ -280,6 +289,53 @@ impl CpuQueue {
     pub fn held(&self) -> usize {
         self.held.len() + self.unfiltered.len()
     }
+}
+
+/// The longest a switch-out's own CPU-time charge comes before its switch and is still
+/// carried in it (ns): the scheduler charges the task leaving a µs or so before
+/// `sched_switch`. A charge further back (a tick's, when the switch-out had nothing
+/// left to charge) stays a record of its own: the trace's writer could have to move a
+/// carried charge later, up to the record written before the switch (another CPU's),
+/// and the timeline weighs a charge's time against the wall time on the CPU.
+const FOLD_WITHIN_NS: u64 = 10_000;
+
+/// Takes the charge that went out just before `record` into it when `record` is the
+/// switch-out of the task that charge was for, written by itself (its switch-out's own
+/// charge): one record instead of two through every later stage ([`Event::Switch`]'s
+/// `charge`). Only a charge this queue put last into `out` (at or after `start`).
+fn fold_charge(out: &mut Vec<Record>, start: usize, record: &mut Record) {
+    let Event::Switch {
+        prev,
+        charge: charge @ None,
+        ..
+    } = &mut record.event
+    else {
+        return;
+    };
+    if out.len() <= start {
+        return;
+    }
+    let Some(Record {
+        time,
+        event:
+            Event::CpuTime {
+                tid,
+                ns,
+                by: ChargedBy::Itself,
+            },
+    }) = out.last()
+    else {
+        return;
+    };
+    let before = record.time.0.wrapping_sub(time.0);
+    if *tid != *prev || record.time.0 < time.0 || before > FOLD_WITHIN_NS {
+        return;
+    }
+    *charge = Some(SwitchCharge {
+        ns: *ns,
+        before_ns: before as u32,
+    });
+    out.pop();
 }
 
 /// Appends `record` to `out` unless `foreign` says it is another program's (then counted
@@ -373,7 +429,116 @@ mod tests {
         let mut out = Vec::new();
         let mut stats = KernelStats::default();
         q.release(horizon, &mut out, &mut stats, foreign);
-        (out, stats)
+        (as_read(out), stats)
+    }
+
+    /// The records as a trace reads them: a switch's carried charge before it.
+    fn as_read(out: Vec<Record>) -> Vec<Record> {
+        let mut read = Vec::new();
+        for r in out {
+            let (charge, switch) = r.unfold(0);
+            read.extend(charge);
+            read.push(switch);
+        }
+        read
+    }
+
+    /// Releases everything, as the queue hands it on (charges carried in switches),
+    /// the charges fed as the unfiltered stream (as the BPF source does).
+    fn release_folded(q: &mut CpuQueue, items: &[(Record, u32)]) -> Vec<Record> {
+        for (r, current) in items {
+            match r.event {
+                Event::CpuTime { .. } => q.unfiltered_event(r.clone(), None),
+                _ => q.event(r.clone(), *current),
+            }
+        }
+        let mut out = Vec::new();
+        q.release(u64::MAX, &mut out, &mut KernelStats::default(), |_| false);
+        out
+    }
+
+    fn carrying(time: u64, prev: u32, next: u32, ns: u64, before_ns: u32) -> Record {
+        let (mut r, _) = switch(time, prev, next);
+        if let Event::Switch { charge, .. } = &mut r.event {
+            *charge = Some(SwitchCharge { ns, before_ns });
+        }
+        r
+    }
+
+    /// A switch-out's own charge, just before it on its CPU, goes out inside it; a
+    /// charge of another thread, or written by another task, or with a record between,
+    /// or too far back (a tick's) stays a record of its own.
+    #[test]
+    fn a_switch_outs_own_charge_goes_out_inside_the_switch() {
+        let mut q = CpuQueue::new(1);
+        let out = release_folded(
+            &mut q,
+            &[
+                switch(10, 1, 2),
+                runtime(1_000, 2, 900),
+                switch(1_002, 2, 3),
+            ],
+        );
+        assert_eq!(out, vec![switch(10, 1, 2).0, carrying(1_002, 2, 3, 900, 2)]);
+
+        // Written by another task from another CPU; as a thread never charges itself
+        // while another runs, its `current` here is the thread's.
+        let by_other = Record {
+            time: Time(1_000),
+            event: Event::CpuTime {
+                tid: Tid(2),
+                ns: 900,
+                by: ChargedBy::Other,
+            },
+        };
+        let not_folded = [
+            vec![switch(10, 1, 2), (by_other, 2), switch(1_002, 2, 3)],
+            vec![
+                switch(10, 1, 2),
+                runtime(1_000, 5, 900),
+                switch(1_002, 2, 3),
+            ],
+            vec![
+                switch(10, 1, 2),
+                runtime(1_000, 2, 900),
+                waking(1_001, 2, 7),
+                switch(1_002, 2, 3),
+            ],
+            vec![
+                switch(10, 1, 2),
+                runtime(1_000, 2, 900),
+                switch(1_000 + FOLD_WITHIN_NS + 1, 2, 3),
+            ],
+        ];
+        for items in not_folded {
+            let mut q = CpuQueue::new(1);
+            let want: Vec<Record> = items.iter().map(|(r, _)| r.clone()).collect();
+            assert_eq!(release_folded(&mut q, &items), want);
+        }
+    }
+
+    /// A charge in the filtered stream (ftrace's instance of the traced tasks) folds the
+    /// same; never into a record another queue put in `out` before.
+    #[test]
+    fn a_filtered_charge_folds_but_never_another_queues() {
+        let mut q = CpuQueue::new(1);
+        feed(
+            &mut q,
+            &[
+                switch(10, 1, 2),
+                runtime(1_000, 2, 900),
+                switch(1_002, 2, 3),
+            ],
+        );
+        let mut out = Vec::new();
+        q.release(u64::MAX, &mut out, &mut KernelStats::default(), |_| false);
+        assert_eq!(out, vec![switch(10, 1, 2).0, carrying(1_002, 2, 3, 900, 2)]);
+
+        let mut q = CpuQueue::new(1);
+        q.event(switch(1_002, 2, 3).0, 2);
+        let mut out = vec![runtime(1_000, 2, 900).0];
+        q.release(u64::MAX, &mut out, &mut KernelStats::default(), |_| false);
+        assert_eq!(out, vec![runtime(1_000, 2, 900).0, switch(1_002, 2, 3).0]);
     }
 
     #[test]
