@@ -9,7 +9,8 @@
 # question here (scripts/bench-tomcat.sh asks it); one JVM keeps the comparison paired.
 #
 # With IDLE=1 there is no load: what the collector costs a server that does nothing (its
-# fixed cost: wakes, polls, scans), the other figures then meaningless.
+# fixed cost: wakes, polls, scans), the other figures then meaningless. KEEP=1 keeps the
+# traces (OUTDIR/t-ROUND-BIN.trace) to look at.
 #
 # usage: A=path/to/sonda B=path/to/sonda [IDLE=1] scripts/bench-collector-tomcat.sh OUTDIR ROUNDS [attach args]
 #        (each binary needs libsonda.so next to it). Needs root (kernel tracepoints).
@@ -57,6 +58,6 @@ for r in $(seq 1 $ROUNDS); do for bin in A B; do
   else
     python3 -c "import sys; s=($s1-$s0)/1e6; d=$t1-$t0; j=($j1-$j0)*1000/$HZ; w=($w1-$w0)/1e6; y=($y1-$y0)*1000/$HZ; print(f'round $r $bin: sonda {s/d:.1f} ms/s, {100*s/j:.2f}% of JVM CPU ({j/d:.0f} ms/s), events {$ev}; JVM wrote {w/d:.2f} MB/s (throughput), JVM CPU {j/w:.1f} ms/MB, system {y/w:.1f} ms/MB')"
   fi
-  rm -f $OUT/t-$r-$bin.trace
+  [ "${KEEP:-0}" = 1 ] || rm -f $OUT/t-$r-$bin.trace
   sleep 3
 done; done
