@@ -368,7 +368,10 @@ impl Timeline {
                 ..
             } => {
                 let next_followed = next.0 != 0 && self.index.contains_key(&next);
+                // The kernel's clock for this switch, as the thread leaving shows it.
+                let mut clock = None;
                 if let Some(i) = self.seen(prev, event) {
+                    clock = self.tracks[i].sched.switch_clock(time);
                     let last = self.at_index(i, time);
                     let ends = self.ends_on_switch_out(i, prev_state);
                     if ends {
@@ -392,7 +395,9 @@ impl Timeline {
                         self.tracks[i].sched.state(),
                         self.tracks[i].sched.is_ended(),
                     );
-                    let from = self.tracks[i].sched.switch_in(time, cpu, out);
+                    let from = self.tracks[i]
+                        .sched
+                        .switch_in_on_clock(time, clock, cpu, out);
                     let at = self.at_index(i, time);
                     if !ended {
                         if let (ThreadState::Running, Some(old)) = (state, before.cpu) {

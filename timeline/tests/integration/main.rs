@@ -6,3 +6,4 @@ mod procfs;
 mod removals;
 mod report;
 mod showcase;
+mod switch_clock;
