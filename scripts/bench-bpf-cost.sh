@@ -14,7 +14,15 @@
 # program on the machine while on (about 20-40 ns a run here): they are on only during
 # the window, and the figures include them.
 #
-# usage: [SONDA=path/to/sonda] [WINDOW=10] scripts/bench-bpf-cost.sh OUTDIR [attach args]
+# With PERF=1, `perf record -a -g` samples every CPU during the window into
+# OUTDIR/perf.data (where inside the programs the time goes: the helpers, map lookups,
+# the ring buffer); its own cost is then in the figures. On a virtual machine without a
+# PMU, perf samples on a timer, which cannot fire where interrupts are off: the
+# scheduler's tracepoints' programs then show at the next place interrupts come back on
+# (`finish_task_switch`, `_raw_spin_unlock_irqrestore`), not as themselves; compare
+# variants of the programs with this script's counts instead.
+#
+# usage: [SONDA_BIN=path/to/sonda] [WINDOW=10] [PERF=1] scripts/bench-bpf-cost.sh OUTDIR [attach args]
 #        Needs root (BPF, kernel tracepoints) and bpftool (installed if missing).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd); FILES=$REPO/scripts/tomcat
@@ -54,7 +62,11 @@ wchar() { awk '/^wchar:/{print $2}' "/proc/$JVM_PID/io"; }
 echo 1 >/proc/sys/kernel/bpf_stats_enabled
 bpftool -j prog show >"$OUT/progs-0.json"
 w0=$(wchar); s0=$(run_ns "$AP"); t0=$(date +%s.%N); read -r -a j0 <<<"$(ticks "$JVM_PID")"
-sleep "$WINDOW"
+if [ "${PERF:-0}" = 1 ]; then
+    perf record -a -g -F 2999 -o "$OUT/perf.data" -- sleep "$WINDOW" 2>"$OUT/perf.log"
+else
+    sleep "$WINDOW"
+fi
 bpftool -j prog show >"$OUT/progs-1.json"
 w1=$(wchar); s1=$(run_ns "$AP"); t1=$(date +%s.%N); read -r -a j1 <<<"$(ticks "$JVM_PID")"
 echo "$STATS_WERE" >/proc/sys/kernel/bpf_stats_enabled
