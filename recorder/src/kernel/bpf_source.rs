@@ -36,6 +36,7 @@ use sonda_trace::Record;
 use super::bpf_record::{self, BpfHit};
 use super::bpf_ring::Ring;
 use super::bpf_unseen::Unseen;
+use super::bpf_verdicts::Verdicts;
 use super::clock_lag::ClockLag;
 use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
@@ -57,7 +58,8 @@ const EXCLUDED: u8 = 2;
 /// The programs' map of traced and excluded tasks, shared with the recorder's threads
 /// through the [`TaskFilter`].
 pub struct BpfTasks {
-    tasks: MapHandle,
+    /// The `tasks` array's bytes, mapped.
+    tasks: Verdicts,
     settings: MapHandle,
 }
 
@@ -78,10 +80,10 @@ impl BpfTasks {
     }
 
     fn set(&self, tids: &[u32], value: u8) -> io::Result<()> {
-        for tid in tids {
+        for &tid in tids {
             self.tasks
-                .update(&tid.to_ne_bytes(), &[value], MapFlags::ANY)
-                .map_err(|e| io::Error::other(format!("BPF tasks map, tid {tid}: {e}")))?;
+                .set(tid, value)
+                .map_err(|e| io::Error::other(format!("BPF tasks map: {e}")))?;
         }
         Ok(())
     }
@@ -196,8 +198,11 @@ impl BpfSource {
         let records = map("records")?;
         let ring = Ring::map(records.as_fd(), size)
             .map_err(|e| KernelError::Other(format!("cannot map the BPF ring buffer: {e}")))?;
+        let tasks = map("tasks")?;
+        let tasks = Verdicts::map(tasks.as_fd())
+            .map_err(|e| KernelError::Other(format!("cannot map the BPF tasks array: {e}")))?;
         let tasks = Arc::new(BpfTasks {
-            tasks: map("tasks")?,
+            tasks,
             settings: map("settings")?,
         });
         let filter = TaskFilter::bpf(tasks);

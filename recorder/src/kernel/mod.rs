@@ -50,6 +50,7 @@ pub mod bpf_record;
 pub(crate) mod bpf_ring;
 pub(crate) mod bpf_source;
 pub(crate) mod bpf_unseen;
+pub(crate) mod bpf_verdicts;
 mod bytes;
 pub(crate) mod clock_lag;
 pub(crate) mod cpu_queue;

@@ -49,7 +49,7 @@ typedef u32 __wsum;
 #define BPF_MAP_TYPE_ARRAY 2
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_RINGBUF 27
-#define BPF_ANY 0
+#define BPF_F_MMAPABLE (1U << 10)
 #define BPF_RB_NO_WAKEUP 1
 
 #include <bpf/bpf_helpers.h>
@@ -92,13 +92,24 @@ char LICENSE[] SEC("license") = "GPL";
 #define TRACED 1
 #define EXCLUDED 2
 
-// Per tid: TRACED or EXCLUDED. Filled by the collector (the tasks it is asked to
-// trace, its own threads) and here at each creation; a task leaves it when freed.
+// Per tid: TRACED or EXCLUDED (0: neither), one byte each for every tid the kernel
+// can give (PID_MAX_LIMIT, 4,194,304 on 64-bit machines: 4 MiB, the most an array
+// value may be). Filled by the collector through its own mapping of the map (the tasks
+// it is asked to trace, its own threads) and here at each creation; a task's byte is
+// cleared when it is freed. One load at a known place, where a hash map of tids cost
+// about 100 ns a program run on this project's machines (the bucket and the element
+// two dependent cache misses, docs/overhead.md).
+#define MAX_TIDS (1 << 22)
+_Static_assert(MAX_TIDS - 1 == 0x3fffff, "place() masks with MAX_TIDS - 1");
+struct verdicts {
+    u8 of[MAX_TIDS];
+};
 struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 65536);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, 1);
     __type(key, u32);
-    __type(value, u8);
+    __type(value, struct verdicts);
 } tasks SEC(".maps");
 
 // settings[0]: 1 once the collector named the traced tasks; until then (and with the
@@ -168,10 +179,33 @@ struct exec_record {
     char filename[256];
 };
 
+static __always_inline struct verdicts *verdicts(void)
+{
+    u32 zero = 0;
+    return bpf_map_lookup_elem(&tasks, &zero);
+}
+
+// `tid`'s place in the array, below MAX_TIDS in a way the verifier sees: clang drops
+// a plain mask after the range check (it knows it changes nothing) and may take the
+// tid afresh from the register it came in, unbounded; the mask in assembly stays.
+static __always_inline u64 place(u32 tid)
+{
+    u64 i = tid;
+    asm volatile("%[i] &= 0x3fffff" : [i] "+r"(i));
+    return i;
+}
+
 static __always_inline u32 state_of(u32 tid)
 {
-    u8 *v = bpf_map_lookup_elem(&tasks, &tid);
-    return v ? *v : 0;
+    struct verdicts *v = verdicts();
+    return v && tid < MAX_TIDS ? v->of[place(tid)] : 0;
+}
+
+static __always_inline void set_state(u32 tid, u8 state)
+{
+    struct verdicts *v = verdicts();
+    if (v && tid < MAX_TIDS)
+        v->of[place(tid)] = state;
 }
 
 static __always_inline bool filtering(void)
@@ -356,10 +390,9 @@ int task_newtask(u64 *ctx)
     u32 current = current_tid();
     u32 child = task->pid;
     u32 state = state_of(current);
-    if (state) {
-        u8 v = state;
-        bpf_map_update_elem(&tasks, &child, &v, BPF_ANY);
-    }
+    // Written whatever it is: the collector may have listed an earlier task of this
+    // tid just as it exited, after its free cleared the byte.
+    set_state(child, state);
     if (!filtering() || state == TRACED) {
         struct record *r = emit(K_NEWTASK, current, child, task->tgid, clone_flags);
         if (r) {
@@ -385,7 +418,7 @@ int sched_process_free(u64 *ctx)
 {
     struct task_struct *p = (struct task_struct *)ctx[0];
     u32 tid = p->pid;
-    bpf_map_delete_elem(&tasks, &tid);
+    set_state(tid, 0);
     return 0;
 }
 
