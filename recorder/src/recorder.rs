@@ -102,6 +102,9 @@ pub struct Settings<'a> {
     pub budget: Option<u32>,
     /// Bytes of kernel ring per CPU.
     pub kernel_ring: usize,
+    /// Count what the kernel programs cost (`--kernel-cost`: the kernel's BPF
+    /// statistics on for the recording; `kernel.bpf_runs`, `kernel.bpf_run_ns`).
+    pub kernel_cost: bool,
     /// The agent buffer's sizes the user gave (bytes of ring per thread, slots:
     /// threads that can record at once); what is not given is chosen to fit.
     pub agent_sizes: Wanted,
@@ -383,6 +386,10 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.bpf", u64::from(s.bpf)));
             if s.bpf {
                 counters.push(c("kernel.bpf_missed", s.missed));
+                if s.bpf_runs > 0 {
+                    counters.push(c("kernel.bpf_runs", s.bpf_runs));
+                    counters.push(c("kernel.bpf_run_ns", s.bpf_run_ns));
+                }
                 counters.push(c("kernel.wakeups_recovered", s.wakeups_recovered));
             }
             if !s.ftrace && !s.bpf {
@@ -418,9 +425,14 @@ impl<W: Write> Recording<W> {
 pub fn record(s: Settings) -> anyhow::Result<Outcome> {
     let cpus = host::online_cpus();
     let kernel = match KernelSource::open(&cpus, s.kernel_ring) {
-        Ok(k) => {
+        Ok(mut k) => {
             if let Some(notice) = k.notice() {
                 say!("{notice}");
+            }
+            if s.kernel_cost {
+                if let Err(why) = k.count_cost() {
+                    say!("sonda: --kernel-cost: {why}; the programs' cost is not counted");
+                }
             }
             Some(k)
         }
@@ -673,6 +685,7 @@ fn finish(
     let stats = rec.live_stats();
     let lost = rec.kernel_stats.lost;
     let misjudged = rec.kernel_stats.foreign_misjudged;
+    let (bpf_runs, bpf_run_ns) = (rec.kernel_stats.bpf_runs, rec.kernel_stats.bpf_run_ns);
     let agent_stats = rec.agent.stats();
     let dropped = agent_stats.dropped + rec.agent.no_slot_drops();
     let tally = std::mem::take(&mut rec.tally);
@@ -698,6 +711,13 @@ fn finish(
         host::own_cpu_ns() as f64 / 1e9,
         human_size(size)
     );
+    if bpf_runs > 0 {
+        say!(
+            "sonda: kernel programs ran {bpf_runs} times, {:.3} s of CPU in the tasks that hit the tracepoints ({:.0} ns a run; kernel.bpf_run_ns)",
+            bpf_run_ns as f64 / 1e9,
+            bpf_run_ns as f64 / bpf_runs as f64
+        );
+    }
     if misjudged > 0 {
         say!(
             "sonda: {misjudged} new task(s) lost kernel records, left out as another program's before their creation record was read (kernel.foreign_misjudged; please report)"

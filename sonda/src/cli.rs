@@ -164,6 +164,15 @@ pub struct RecordingArgs {
     #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_kernel_buffer)]
     pub buffer_size: usize,
 
+    /// Count what sonda's kernel programs cost the machine: the kernel's BPF run-time
+    /// statistics are on for the recording, and the end says how many times the
+    /// programs ran and their CPU time, spent in whatever task hit a tracepoint (the
+    /// traced program's, the others'), beside the collector's own (counters
+    /// `kernel.bpf_runs`, `kernel.bpf_run_ns`). The statistics add two clock reads to
+    /// every run of every BPF program on the machine while on. BPF kernel source only.
+    #[arg(long)]
+    pub kernel_cost: bool,
+
     /// JVM event buffer per Java thread (e.g. 1M; rounded up to a power of two, 4K to
     /// 2G). Default 1M, smaller when the buffer directory has little room (said when
     /// it is). The whole buffer (threads × this) is reserved in memory for the

@@ -27,7 +27,7 @@
 //! clang (`build.rs`).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
@@ -102,6 +102,20 @@ const LOSS_CHECK_EVERY: u32 = 64;
 const COUNT_LOST: u32 = 0;
 const COUNT_SKIPPED: u32 = 1;
 
+/// What the kernel counts for the programs, all of them together.
+#[derive(Clone, Copy, Default)]
+struct ProgramTotals {
+    /// Runs the kernel skipped because one was already running on that CPU
+    /// (`recursion_misses`: a tracepoint hit from an interrupt while the same program
+    /// ran in the task it interrupted): events not written, on no known CPU.
+    missed: u64,
+    /// Runs, and their time in ns, counted only while the kernel's BPF statistics are
+    /// on (`kernel.bpf_stats_enabled`, or a `BPF_ENABLE_STATS` descriptor held open):
+    /// what the programs cost the tasks that hit the tracepoints.
+    runs: u64,
+    run_ns: u64,
+}
+
 /// Tracepoints from BPF programs.
 pub struct BpfSource {
     object: Object,
@@ -131,6 +145,9 @@ pub struct BpfSource {
     /// Bytes of ring buffer per CPU, as asked.
     ring_bytes: usize,
     stopped: bool,
+    /// Held while the kernel counts the programs' runs for this source (see
+    /// [`BpfSource::count_cost`]).
+    stats_on: Option<OwnedFd>,
 }
 
 /// The programs, attached in this order (creations before the events of what they
@@ -228,7 +245,31 @@ impl BpfSource {
             },
             ring_bytes,
             stopped: false,
+            stats_on: None,
         })
+    }
+
+    /// Turns the kernel's BPF run-time statistics on for as long as this source lives
+    /// (`BPF_ENABLE_STATS`: a descriptor, closed with the source, that leaves the
+    /// system setting as it was): every program's runs and run time are counted, the
+    /// recording's own cost inside the kernel. They cost two clock reads a run, of every
+    /// BPF program on the machine, while on.
+    pub fn count_cost(&mut self) -> Result<(), String> {
+        if self.stats_on.is_some() {
+            return Ok(());
+        }
+        // SAFETY: no pointer is passed; the call returns a new descriptor or a negative
+        // error.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            return Err(format!(
+                "the kernel refused its BPF statistics: {}",
+                io::Error::from_raw_os_error(-fd)
+            ));
+        }
+        // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
+        self.stats_on = Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok(())
     }
 
     /// The programs' task filter, for the recorder to give it the traced tasks.
@@ -254,7 +295,10 @@ impl BpfSource {
 
     /// Detaches the programs; the next read takes everything left.
     pub fn disable(&mut self) -> io::Result<()> {
-        self.stats.missed = self.missed();
+        let totals = self.totals();
+        self.stats.missed = totals.missed;
+        self.stats.bpf_runs = totals.runs;
+        self.stats.bpf_run_ns = totals.run_ns;
         self.stopped = true;
         self.links.clear();
         Ok(())
@@ -375,11 +419,8 @@ impl BpfSource {
         self.ring_bytes
     }
 
-    /// Runs of the programs the kernel skipped because one was already running on
-    /// that CPU (`recursion_misses`: a tracepoint hit from an interrupt while the
-    /// same program ran in the task it interrupted): events not written, on no
-    /// known CPU.
-    fn missed(&self) -> u64 {
+    /// The programs' own counts, summed (see [`ProgramTotals`]).
+    fn totals(&self) -> ProgramTotals {
         self.object
             .progs()
             .filter_map(|p| {
@@ -391,9 +432,17 @@ impl BpfSource {
                 let rc = unsafe {
                     libbpf_sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len)
                 };
-                (rc == 0).then_some(info.recursion_misses)
+                (rc == 0).then_some(ProgramTotals {
+                    missed: info.recursion_misses,
+                    runs: info.run_cnt,
+                    run_ns: info.run_time_ns,
+                })
             })
-            .sum()
+            .fold(ProgramTotals::default(), |a, b| ProgramTotals {
+                missed: a.missed + b.missed,
+                runs: a.runs + b.runs,
+                run_ns: a.run_ns + b.run_ns,
+            })
     }
 
     /// One of the programs' per-CPU counts (`counts` in sched.bpf.c), by CPU number;

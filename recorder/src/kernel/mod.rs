@@ -140,6 +140,11 @@ pub(crate) struct KernelStats {
     /// BPF program runs the kernel skipped, one being already under way on that CPU
     /// (see `bpf_source`): events missing from the trace.
     pub missed: u64,
+    /// BPF program runs and their time (ns) while the kernel's BPF statistics were on
+    /// (both 0 otherwise, see `bpf_source`): what the programs cost inside the kernel,
+    /// in the context of whatever task hit the tracepoint.
+    pub bpf_runs: u64,
+    pub bpf_run_ns: u64,
     /// Wakeups the BPF programs did not see, dated from the kernel's run-queue wait
     /// (`bpf_unseen`).
     pub wakeups_recovered: u64,
@@ -252,6 +257,18 @@ impl KernelSource {
             Inner::Bpf(s) => Some(s.task_filter()),
             Inner::Ftrace(s) => Some(s.task_filter()),
             Inner::Perf(_) => None,
+        }
+    }
+
+    /// Has the kernel count the programs' runs and their time from now on, for the
+    /// recording's counters (`kernel.bpf_runs`, `kernel.bpf_run_ns`): the BPF source
+    /// only; an error says why not.
+    pub fn count_cost(&mut self) -> Result<(), String> {
+        match &mut self.inner {
+            Inner::Bpf(s) => s.count_cost(),
+            Inner::Ftrace(_) | Inner::Perf(_) => Err(
+                "the kernel is read through ftrace or perf here, whose cost the kernel does not count".into(),
+            ),
         }
     }
 

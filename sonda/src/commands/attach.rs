@@ -98,6 +98,7 @@ pub fn run(args: AttachArgs) -> anyhow::Result<i32> {
         methods,
         budget: rec.budget,
         kernel_ring: rec.buffer_size,
+        kernel_cost: rec.kernel_cost,
         agent_sizes: AgentSizes {
             slots: rec.agent_slots,
             ring: rec.agent_buffer,

@@ -4,6 +4,7 @@ mod bounds;
 mod cli;
 mod common;
 mod ftrace_instance;
+mod kernel_cost;
 mod kill;
 mod messages;
 mod outputs;
