@@ -7,3 +7,28 @@ mod removals;
 mod report;
 mod showcase;
 mod switch_clock;
+
+use sonda_timeline::{Sink, Timeline};
+use sonda_trace::{Event, Record, Source, Tid, Time};
+
+/// A timeline of `threads` (from the kernel's tracepoints, starting at 0) fed `events`
+/// (time, event) one by one and finished at `end`, with what the sink `S` was given.
+pub fn push_all<S: Sink + Default>(
+    threads: impl IntoIterator<Item = Tid>,
+    events: Vec<(u64, Event)>,
+    end: u64,
+) -> (Timeline, S) {
+    let mut tl = Timeline::new(Time(0), Source::Tracepoints, threads);
+    let mut sink = S::default();
+    for (time, event) in events {
+        tl.push(
+            &Record {
+                time: Time(time),
+                event,
+            },
+            &mut sink,
+        );
+    }
+    tl.finish(Time(end), &mut sink);
+    (tl, sink)
+}

@@ -4,7 +4,7 @@
 //! migrations a trace gets.
 
 use sonda_timeline::*;
-use sonda_trace::{Cpu, Event, Record, Source, Tid, Time};
+use sonda_trace::{Cpu, Event, Tid};
 
 const T: Tid = Tid(7);
 const OTHER: Tid = Tid(8);
@@ -54,19 +54,7 @@ fn wakeup(wakee: Tid, target: u16) -> Event {
 }
 
 fn run(events: Vec<(u64, Event)>, end: u64) -> (Timeline, Capture) {
-    let mut tl = Timeline::new(Time(0), Source::Tracepoints, [T, OTHER]);
-    let mut cap = Capture::default();
-    for (time, event) in events {
-        tl.push(
-            &Record {
-                time: Time(time),
-                event,
-            },
-            &mut cap,
-        );
-    }
-    tl.finish(Time(end), &mut cap);
-    (tl, cap)
+    crate::push_all([T, OTHER], events, end)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! arriving runs from there, not from the `sched_switch` record that comes after.
 
 use sonda_timeline::*;
-use sonda_trace::{ChargedBy, Cpu, Event, Record, Source, Tid, Time};
+use sonda_trace::{ChargedBy, Cpu, Event, Tid};
 
 const WRITER: Tid = Tid(9712);
 const BURNER: Tid = Tid(9708);
@@ -32,18 +32,7 @@ fn charge(tid: Tid, ns: u64, by: ChargedBy) -> Event {
 }
 
 fn run(events: Vec<(u64, Event)>, end: u64) -> (Timeline, Vec<(u32, u64, u64, ThreadState)>) {
-    let mut tl = Timeline::new(Time(0), Source::Tracepoints, [WRITER, BURNER]);
-    let mut cap = Capture::default();
-    for (time, event) in events {
-        tl.push(
-            &Record {
-                time: Time(time),
-                event,
-            },
-            &mut cap,
-        );
-    }
-    tl.finish(Time(end), &mut cap);
+    let (tl, cap) = crate::push_all::<Capture>([WRITER, BURNER], events, end);
     (tl, cap.0)
 }
 
