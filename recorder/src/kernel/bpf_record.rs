@@ -13,7 +13,9 @@
 //! measures it (`u64` at 32, all ones when not known) and flags (`u8` at 40: 1 the task
 //! leaving is traced, 2 the one arriving is). A charge's text holds the task's
 //! `sched_info.run_delay` (`u64` at 32) and its wall time on its CPU since its switch-in
-//! by its run queue's clock (`u64` at 40), each all ones when the task is not traced.
+//! by its run queue's clock (`u64` at 40), each all ones when the task is not traced. A
+//! migration's text holds the task's `sched_info.run_delay` as the move left it (`u64`
+//! at 32: a queued task is dequeued first, its wait so far added).
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's
@@ -61,7 +63,8 @@ pub struct BpfHit {
     /// A switch: whether the task arriving is traced.
     pub next_traced: bool,
     /// A CPU-time charge of a traced task: its `sched_info.run_delay` (schedstat's
-    /// waiting up to its last switch-in).
+    /// waiting up to its last switch-in); a migration: the same as the move left it
+    /// (a queued task's wait until the move included).
     pub run_delay: Option<u64>,
     /// A CPU-time charge of a traced task: the wall time it has been on its CPU since
     /// its switch-in, by its run queue's clock (`sched_info.last_arrival`), which
@@ -141,6 +144,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         },
         K_MIGRATE => {
             side = true;
+            run_delay = known_u64_at(b, 32)?;
             Event::Migrate {
                 tid: Tid(a),
                 from: Cpu(bb as u16),
@@ -276,8 +280,11 @@ pub(crate) mod tests {
                 ..
             }
         ));
-        let hit = decode(&raw(8, 3, K_MIGRATE, 1, 12, 0, 1, "")).unwrap();
+        let mut bytes = raw(8, 3, K_MIGRATE, 1, 12, 0, 1, "");
+        bytes[32..40].copy_from_slice(&8_500_000u64.to_ne_bytes());
+        let hit = decode(&bytes).unwrap();
         assert!(hit.side);
+        assert_eq!(hit.run_delay, Some(8_500_000));
         assert_eq!(
             hit.record.event,
             Event::Migrate {

@@ -30,6 +30,15 @@
 //! charge carries, else less the CPU time it charges, as `CpuQueue` dates the recovered
 //! switch).
 //!
+//! A wakeup from an interrupt is also missed when the thread then waits on its run
+//! queue until the load balancer moves it to another CPU: the switch-in's wait there
+//! counts only from the move. A migration record carries the thread's `run_delay` as
+//! the move left it (the kernel dequeues a queued task first, adding its wait so far):
+//! what it grew by since the sleep is how long the thread waited before the move,
+//! which dates the wakeup. (Measured: the BPF schedstat test's one failure in 46 runs,
+//! a sleeper's waiting 8.8 ms short, was this: asleep at 1379.97 ms, its timer's
+//! wakeup unseen, moved at 1398.47 ms, switched in 4.7 µs later.)
+//!
 //! **Migrations.** A traced thread's CPU is known from its own switch and migration
 //! records; the kernel moves a thread only through `set_task_cpu`, whose tracepoint is
 //! reserved before the thread is queued on the new CPU, so before its switch-in there.
@@ -167,6 +176,23 @@ impl Unseen {
             Event::Migrate { tid, from, to } => {
                 let t = self.threads.entry(tid.0).or_default();
                 self.migrations += u64::from(arrive(t, tid, from, time, None, made));
+                // Asleep by the records, yet waiting before the move by the kernel's
+                // count: woken unseen and queued on `from` that long (the switch-in's
+                // wait on `to` will only count from the move). A thread moved while
+                // truly asleep on its queue (the kernel's delayed dequeue) waited
+                // nothing and stays asleep.
+                if let (Some((out, Some(before))), Some(delay)) = (t.asleep, hit.run_delay) {
+                    if let Some(wait) = delay.checked_sub(before).filter(|&w| w > 0) {
+                        t.asleep = None;
+                        self.wakeups += 1;
+                        let at = time.saturating_sub(wait).max(out + 1);
+                        t.woken_at = Some(at);
+                        made.push(wakeup_record(at, from, tid));
+                    }
+                }
+                if hit.run_delay.is_some() {
+                    t.run_delay = hit.run_delay;
+                }
                 t.on_cpu = Some((to, time));
             }
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => {
@@ -350,6 +376,61 @@ mod tests {
                 .time,
             Time(2001)
         );
+    }
+
+    /// A migration record of `tid` from CPU `from` to `to` with its run_delay.
+    fn moved(time: u64, tid: u32, from: u16, to: u16, delay: u64) -> BpfHit {
+        let mut h = hit(
+            time,
+            Event::Migrate {
+                tid: Tid(tid),
+                from: Cpu(from),
+                to: Cpu(to),
+            },
+            None,
+            false,
+        );
+        h.side = true;
+        h.run_delay = Some(delay);
+        h
+    }
+
+    /// The BPF schedstat test's failure (1 in 46): a sleeper asleep on CPU 1, its
+    /// timer's wakeup unseen, waiting there until the load balancer moved it to CPU 0,
+    /// switched in there 4.7 µs later with the kernel's wait counting from the move.
+    /// The move's run_delay says how long it waited before: the wakeup is dated by it,
+    /// on the CPU it waited on, and the switch-in makes none of its own.
+    #[test]
+    fn a_thread_moved_while_waiting_after_an_unseen_wakeup_is_woken_by_its_run_delay() {
+        let mut w = Unseen::default();
+        // Running on CPU 1 with run_delay 40 ms, then asleep.
+        see(&mut w, &switch_on(1, 1_000, 8, 0, 7, Some(0)));
+        see(&mut w, &charge(1_500_000, 7, 30_000, 40_000_000, 7, 1));
+        see(&mut w, &switch_on(1, 1_600_000, 7, 1, 8, Some(0)));
+        // Woken (unseen) at 11.6 ms, moved at 20.1 ms: 8.5 ms of waiting before it.
+        let made = see(&mut w, &moved(20_100_000, 7, 1, 0, 48_500_000)).unwrap();
+        assert_eq!(made.time, Time(11_600_000));
+        assert_eq!(
+            made.event,
+            Event::Wakeup {
+                target: Cpu(1),
+                wakee: Tid(7),
+                new_task: false
+            }
+        );
+        assert_eq!(
+            see(&mut w, &switch_on(0, 20_104_700, 9, 0, 7, Some(4_700))),
+            None
+        );
+        assert_eq!((w.wakeups(), w.migrations()), (1, 0));
+        // Asleep again; moved while truly asleep on its queue (delayed dequeue: no wait
+        // added): no wakeup, the switch-in's own wait dates it as before.
+        see(&mut w, &charge(21_000_000, 7, 30_000, 48_504_700, 7, 0));
+        see(&mut w, &switch_on(0, 21_100_000, 7, 1, 9, Some(0)));
+        assert_eq!(see(&mut w, &moved(25_000_000, 7, 0, 1, 48_504_700)), None);
+        let made = see(&mut w, &switch_on(1, 32_000_000, 8, 0, 7, Some(300_000))).unwrap();
+        assert_eq!(made.time, Time(31_700_000));
+        assert_eq!(w.wakeups(), 2);
     }
 
     #[test]

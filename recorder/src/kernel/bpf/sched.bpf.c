@@ -467,10 +467,22 @@ int sched_migrate_task(u64 *ctx)
     struct task_struct *p = (struct task_struct *)ctx[0];
     u32 dest = (u32)ctx[1];
     u32 tid = p->pid;
-    if (traced(tid))
-        write(K_MIGRATE, current_tid(), tid, p->thread_info.cpu, dest);
-    else
+    if (!traced(tid)) {
         count(COUNT_SKIPPED);
+        return 0;
+    }
+    struct record *r = emit(K_MIGRATE, current_tid(), tid, p->thread_info.cpu, dest);
+    if (!r)
+        return 0;
+    // The task's run_delay: a queued task is taken off its run queue before this
+    // tracepoint (`sched_info_dequeue` adds the wait so far), so what it grew by since
+    // the task went to sleep is how long it had been waiting, woken, before the move;
+    // with it the reader dates a wakeup it did not see, which the switch-in's own wait
+    // (from the enqueue on the new CPU) cannot (bpf_unseen.rs).
+    u64 *text = (u64 *)r->text;
+    text[0] = p->sched_info.run_delay;
+    text[1] = WAIT_UNKNOWN;
+    submit(r);
     return 0;
 }
 
