@@ -109,18 +109,10 @@ impl Unseen {
                     false => self.threads.get_mut(&next.0),
                 };
                 if let Some(t) = arriving {
-                    let wakeup = t.asleep.take().and_then(|(out, _)| {
-                        // After it went to sleep, never at the same instant (records of
-                        // equal time keep their arrival order, and the switch-out may
-                        // arrive later): the run queue's clock is not the trace's.
-                        hit.wait_ns
-                            .map(|wait| time.saturating_sub(wait).max(out + 1))
+                    let asleep = t.asleep.take();
+                    let wakeup = asleep.zip(hit.wait_ns).map(|((out, _), wait)| {
+                        woken_unseen(t, next, cpu, out, time, wait, &mut self.wakeups, made)
                     });
-                    if let Some(at) = wakeup {
-                        self.wakeups += 1;
-                        made.push(wakeup_record(at, cpu, next));
-                        t.woken_at = Some(at);
-                    }
                     if hit.next_traced {
                         if let (Some(wait), Some(delay)) = (hit.wait_ns, t.run_delay.as_mut()) {
                             *delay += wait;
@@ -164,10 +156,8 @@ impl Unseen {
                             t.on_cpu.map(|(cpu, _)| cpu)
                         };
                         if let Some(target) = target {
-                            self.wakeups += 1;
-                            let at = switch_in.saturating_sub(wait).max(out + 1);
-                            t.woken_at = Some(at);
-                            made.push(wakeup_record(at, target, tid));
+                            let wakeups = &mut self.wakeups;
+                            woken_unseen(t, tid, target, out, switch_in, wait, wakeups, made);
                         }
                     }
                 }
@@ -183,11 +173,7 @@ impl Unseen {
                 // nothing and stays asleep.
                 if let (Some((out, Some(before))), Some(delay)) = (t.asleep, hit.run_delay) {
                     if let Some(wait) = delay.checked_sub(before).filter(|&w| w > 0) {
-                        t.asleep = None;
-                        self.wakeups += 1;
-                        let at = time.saturating_sub(wait).max(out + 1);
-                        t.woken_at = Some(at);
-                        made.push(wakeup_record(at, from, tid));
+                        woken_unseen(t, tid, from, out, time, wait, &mut self.wakeups, made);
                     }
                 }
                 if hit.run_delay.is_some() {
@@ -261,16 +247,36 @@ fn arrive(
     true
 }
 
-/// A wakeup of `wakee` onto `target`'s run queue at `at`, made up.
-fn wakeup_record(at: u64, target: Cpu, wakee: Tid) -> Record {
-    Record {
+/// Traced `tid` (as `t`), asleep by its records since its switch-out at `out`, was
+/// woken unseen onto `target`'s run queue and waited `wait` ns there until `until`, by
+/// the kernel's count (a switch-in's wait, run_delay's growth before a charge or a
+/// move): appends that wakeup to `made`, counted in `wakeups`, and returns its time.
+/// Never at or before the switch-out (records of equal time keep their arrival order,
+/// and the switch-out may arrive later): the run queue's clock is not the trace's.
+#[allow(clippy::too_many_arguments)]
+fn woken_unseen(
+    t: &mut Thread,
+    tid: Tid,
+    target: Cpu,
+    out: u64,
+    until: u64,
+    wait: u64,
+    wakeups: &mut u64,
+    made: &mut Vec<Record>,
+) -> u64 {
+    let at = until.saturating_sub(wait).max(out + 1);
+    t.asleep = None;
+    t.woken_at = Some(at);
+    *wakeups += 1;
+    made.push(Record {
         time: Time(at),
         event: Event::Wakeup {
             target,
-            wakee,
+            wakee: tid,
             new_task: false,
         },
-    }
+    });
+    at
 }
 
 #[cfg(test)]
@@ -357,16 +363,8 @@ mod tests {
         let mut w = Unseen::default();
         assert_eq!(see(&mut w, &switch(100, 7, 1, 8, Some(0))), None);
         // Back 900 ns later, after 300 ns waiting by the kernel's count.
-        let made = see(&mut w, &switch(1000, 8, 0, 7, Some(300))).unwrap();
-        assert_eq!(made.time, Time(700));
-        assert_eq!(
-            made.event,
-            Event::Wakeup {
-                target: Cpu(1),
-                wakee: Tid(7),
-                new_task: false
-            }
-        );
+        let made = see(&mut w, &switch(1000, 8, 0, 7, Some(300)));
+        assert_eq!(made, Some(wakeup(700, 7, 1)));
         assert_eq!(w.wakeups(), 1);
         // Never before the switch-out.
         see(&mut w, &switch(2000, 7, 2, 8, Some(0)));
@@ -408,16 +406,8 @@ mod tests {
         see(&mut w, &charge(1_500_000, 7, 30_000, 40_000_000, 7, 1));
         see(&mut w, &switch_on(1, 1_600_000, 7, 1, 8, Some(0)));
         // Woken (unseen) at 11.6 ms, moved at 20.1 ms: 8.5 ms of waiting before it.
-        let made = see(&mut w, &moved(20_100_000, 7, 1, 0, 48_500_000)).unwrap();
-        assert_eq!(made.time, Time(11_600_000));
-        assert_eq!(
-            made.event,
-            Event::Wakeup {
-                target: Cpu(1),
-                wakee: Tid(7),
-                new_task: false
-            }
-        );
+        let made = see(&mut w, &moved(20_100_000, 7, 1, 0, 48_500_000));
+        assert_eq!(made, Some(wakeup(11_600_000, 7, 1)));
         assert_eq!(
             see(&mut w, &switch_on(0, 20_104_700, 9, 0, 7, Some(4_700))),
             None

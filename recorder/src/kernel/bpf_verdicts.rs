@@ -34,16 +34,11 @@ impl Verdicts {
 
     /// Sets `tid`'s byte; a tid beyond [`MAX_TIDS`] (none the kernel gives) is refused.
     pub fn set(&self, tid: u32, value: u8) -> io::Result<()> {
-        let i = tid as usize;
-        if i >= MAX_TIDS {
-            return Err(io::Error::other(format!(
+        let byte = self.byte(tid).ok_or_else(|| {
+            io::Error::other(format!(
                 "tid {tid} is beyond the kernel's limit ({MAX_TIDS})"
-            )));
-        }
-        // SAFETY: `i` is within the mapping (`MAX_TIDS` bytes, mapped for as long as
-        // `self` lives); the byte is shared with the BPF programs, which read and write
-        // single bytes too, so it is only ever accessed atomically from this side.
-        let byte = unsafe { AtomicU8::from_ptr(self.map.as_mut_ptr().add(i)) };
+            ))
+        })?;
         byte.store(value, Ordering::Release);
         Ok(())
     }
@@ -51,13 +46,20 @@ impl Verdicts {
     /// `tid`'s byte (0 when not set, or beyond [`MAX_TIDS`]).
     #[cfg(test)]
     pub fn get(&self, tid: u32) -> u8 {
+        self.byte(tid).map_or(0, |b| b.load(Ordering::Acquire))
+    }
+
+    /// `tid`'s byte in the mapping; `None` beyond [`MAX_TIDS`].
+    fn byte(&self, tid: u32) -> Option<&AtomicU8> {
         let i = tid as usize;
         if i >= MAX_TIDS {
-            return 0;
+            return None;
         }
-        // SAFETY: as in `set`.
-        let byte = unsafe { AtomicU8::from_ptr(self.map.as_mut_ptr().add(i)) };
-        byte.load(Ordering::Acquire)
+        // SAFETY: `i` is within the mapping (`MAX_TIDS` bytes, mapped for as long as
+        // `self` lives, which the returned borrow cannot outlive); the byte is shared
+        // with the BPF programs, which read and write single bytes too, so it is only
+        // ever accessed atomically from this side.
+        Some(unsafe { AtomicU8::from_ptr(self.map.as_mut_ptr().add(i)) })
     }
 }
 
