@@ -318,6 +318,33 @@ impl Drop for Bystander {
     }
 }
 
+/// A failing run's directory (its trace, the Paraver files) and the workload's output,
+/// copied to `$SONDA_KEEP_FAILED/<run>` when that is set: a disagreement that comes
+/// once in tens of runs can then be read record by record instead of guessed at.
+fn keep_failed_run(dir: &Path, stdout: &str) {
+    let Some(keep) = std::env::var_os("SONDA_KEEP_FAILED") else {
+        return;
+    };
+    let to = Path::new(&keep).join(format!(
+        "{}-{}",
+        std::process::id(),
+        dir.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let copied = std::fs::create_dir_all(&to).and_then(|()| {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+            }
+        }
+        std::fs::write(to.join("workload.stdout"), stdout)
+    });
+    match copied {
+        Ok(()) => eprintln!("failed run kept in {}", to.display()),
+        Err(e) => eprintln!("could not keep the failed run in {}: {e}", to.display()),
+    }
+}
+
 fn schedstat_agrees(bystander: Option<Bystander>, source: Source) {
     // Held to schedstat within 1%: no other test on the CPUs meanwhile.
     let _machine = bystander.is_none().then(exclusive);
@@ -486,6 +513,9 @@ fn schedstat_agrees(bystander: Option<Bystander>, source: Source) {
                 ));
             }
         }
+    }
+    if !failures.is_empty() {
+        keep_failed_run(dir.path(), &stdout);
     }
     assert!(
         failures.is_empty(),
