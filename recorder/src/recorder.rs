@@ -391,6 +391,7 @@ impl<W: Write> Recording<W> {
                     counters.push(c("kernel.bpf_run_ns", s.bpf_run_ns));
                 }
                 counters.push(c("kernel.wakeups_recovered", s.wakeups_recovered));
+                counters.push(c("kernel.switches_clock_dated", s.switches_clock_dated));
             }
             if !s.ftrace && !s.bpf {
                 counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));

@@ -10,8 +10,9 @@
 //! ```
 //!
 //! A switch's text holds the run-queue wait ending with its switch-in as the kernel
-//! measures it (`u64` at 32, all ones when not known) and flags (`u8` at 40: 1 the task
-//! leaving is traced, 2 the one arriving is). A charge's text holds the task's
+//! measures it (`u64` at 32, all ones when not known), flags (`u8` at 40: 1 the task
+//! leaving is traced, 2 the one arriving is, 4 the clock was read) and its time less
+//! the run queue's clock, low 32 bits (`u32` at 44, as a charge's `b`). A charge's text holds the task's
 //! `sched_info.run_delay` (`u64` at 32) and its wall time on its CPU since its switch-in
 //! by its run queue's clock (`u64` at 40), each all ones when the task is not traced. A
 //! migration's text holds the task's `sched_info.run_delay` as the move left it (`u64`
@@ -70,13 +71,35 @@ pub struct BpfHit {
     /// its switch-in, by its run queue's clock (`sched_info.last_arrival`), which
     /// counts what the charges leave out (steal).
     pub on_cpu_ns: Option<u64>,
-    /// With `on_cpu_ns`: the record's time less the run queue's clock it was measured
-    /// by, low 32 bits (differences of two are what matter: see `ClockLag`).
-    pub clock_lag: u32,
+    /// A charge with `on_cpu_ns`, and a switch: the record's time less the run queue's
+    /// clock it was measured (a switch: dated) by, low 32 bits (differences of two are
+    /// what matter: see `ClockLag`, `switch_clock`).
+    pub clock_lag: Option<u32>,
+}
+
+#[cfg(test)]
+impl BpfHit {
+    /// A record as the programs would give it, with nothing beside it known.
+    pub(crate) fn plain(record: Record, current: u32) -> BpfHit {
+        BpfHit {
+            record,
+            current,
+            cpu: 0,
+            side: false,
+            wait_ns: None,
+            prev_traced: false,
+            next_traced: false,
+            run_delay: None,
+            on_cpu_ns: None,
+            clock_lag: None,
+        }
+    }
 }
 
 const PREV_TRACED: u8 = 1;
 const NEXT_TRACED: u8 = 2;
+/// A switch: the program read its run queue's clock.
+const CLOCK_KNOWN: u8 = 4;
 
 /// The `u64` at `at`, `None` inside when it is all ones (the programs' "not known").
 fn known_u64_at(b: &[u8], at: usize) -> Option<Option<u64>> {
@@ -101,12 +124,14 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
     let mut side = false;
     let (mut wait_ns, mut prev_traced, mut next_traced) = (None, false, false);
     let (mut run_delay, mut on_cpu_ns) = (None, None);
+    let mut clock_lag = None;
     let event = match kind {
         K_SWITCH => {
             wait_ns = known_u64_at(b, 32)?;
             let flags = *b.get(40)?;
             prev_traced = flags & PREV_TRACED != 0;
             next_traced = flags & NEXT_TRACED != 0;
+            clock_lag = (flags & CLOCK_KNOWN != 0).then_some(u32_at(b, 44)?);
             Event::Switch {
                 cpu: Cpu(cpu),
                 prev: Tid(a),
@@ -153,6 +178,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         }
         K_CHARGE => {
             side = true;
+            clock_lag = Some(bb);
             run_delay = known_u64_at(b, 32)?;
             on_cpu_ns = known_u64_at(b, 40)?;
             Event::CpuTime {
@@ -177,7 +203,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         next_traced,
         run_delay,
         on_cpu_ns,
-        clock_lag: if kind == K_CHARGE { bb } else { 0 },
+        clock_lag,
     })
 }
 
@@ -215,15 +241,19 @@ pub(crate) mod tests {
     fn each_kind_decodes_to_its_event() {
         let mut switch = raw(5, 10, K_SWITCH, 1, 10, 11, 0x1, "");
         switch[32..40].copy_from_slice(&1234u64.to_ne_bytes());
-        switch[40] = PREV_TRACED;
+        switch[40] = PREV_TRACED | CLOCK_KNOWN;
+        switch[44..48].copy_from_slice(&0x89ab_cdefu32.to_ne_bytes());
         let hit = decode(&switch).unwrap();
         assert_eq!(
-            (hit.wait_ns, hit.prev_traced, hit.next_traced),
-            (Some(1234), true, false)
+            (hit.wait_ns, hit.prev_traced, hit.next_traced, hit.clock_lag),
+            (Some(1234), true, false, Some(0x89ab_cdef))
         );
         switch[40] = NEXT_TRACED;
         let next = decode(&switch).unwrap();
-        assert_eq!((next.prev_traced, next.next_traced), (false, true));
+        assert_eq!(
+            (next.prev_traced, next.next_traced, next.clock_lag),
+            (false, true, None)
+        );
         switch[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
         assert_eq!(decode(&switch).unwrap().wait_ns, None);
         assert_eq!(
@@ -258,7 +288,7 @@ pub(crate) mod tests {
         assert_eq!(decode(&charge).unwrap().on_cpu_ns, Some(4321));
         // The clock's lag in the second task's word.
         charge[20..24].copy_from_slice(&0xfedc_ba98u32.to_ne_bytes());
-        assert_eq!(decode(&charge).unwrap().clock_lag, 0xfedc_ba98);
+        assert_eq!(decode(&charge).unwrap().clock_lag, Some(0xfedc_ba98));
         charge[32..40].copy_from_slice(&5678u64.to_ne_bytes());
         let hit = decode(&charge).unwrap();
         assert_eq!(hit.run_delay, Some(5678));

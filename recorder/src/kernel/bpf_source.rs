@@ -41,6 +41,7 @@ use super::clock_lag::ClockLag;
 use super::cpu_queue::CpuQueue;
 use super::foreign::Foreign;
 use super::ftrace_source::SLACK;
+use super::switch_clock::SwitchClock;
 use super::task_filter::TaskFilter;
 use super::{Drained, KernelError, KernelStats};
 use crate::clock;
@@ -141,6 +142,8 @@ pub struct BpfSource {
     unseen: Unseen,
     /// How late the run queue's clock was at each charge, for its wall time on the CPU.
     clock_lag: ClockLag,
+    /// Switches dated by a clock that stood still (`switch_clock`).
+    switch_clock: SwitchClock,
     stats: KernelStats,
     /// Bytes of ring buffer per CPU, as asked.
     ring_bytes: usize,
@@ -239,6 +242,7 @@ impl BpfSource {
             foreign,
             unseen: Unseen::default(),
             clock_lag: ClockLag::default(),
+            switch_clock: SwitchClock::default(),
             stats: KernelStats {
                 bpf: true,
                 ..KernelStats::default()
@@ -326,20 +330,29 @@ impl BpfSource {
         // goes out as is: it names no running task, and the recorder's watermark puts
         // it in time order.
         let mut made = Vec::new();
-        let (pending, unseen, clock_lag) =
-            (&mut self.pending, &mut self.unseen, &mut self.clock_lag);
+        let (pending, unseen, clock_lag, switch_clock, last_time) = (
+            &mut self.pending,
+            &mut self.unseen,
+            &mut self.clock_lag,
+            &mut self.switch_clock,
+            &self.last_time,
+        );
         let consumed = self.ring.consume(|bytes| match bpf_record::decode(bytes) {
             Some(mut hit) => {
                 if let Some(on_cpu) = &mut hit.on_cpu_ns {
                     // Measured by a clock updated some µs before the charge: see
                     // `clock_lag`.
-                    *on_cpu += clock_lag.correction(hit.record.time.0, hit.clock_lag);
+                    let lag = hit.clock_lag.unwrap_or(0);
+                    *on_cpu += clock_lag.correction(hit.record.time.0, lag);
                 }
-                unseen.see(&hit, &mut made);
                 let cpu = usize::from(hit.cpu);
                 if pending.len() <= cpu {
                     pending.resize_with(cpu + 1, Vec::new);
                 }
+                // Before the unseen wakeups are dated from it (see `switch_clock`).
+                let floor = last_time.get(cpu).copied().unwrap_or(0);
+                switch_clock.date(&mut hit, &mut pending[cpu], floor);
+                unseen.see(&hit, &mut made);
                 pending[cpu].push(hit);
             }
             None => undecodable += 1,
@@ -469,6 +482,7 @@ impl BpfSource {
             foreign_misjudged: self.foreign.misjudged(),
             wakeups_recovered: self.unseen.wakeups(),
             migrations_recovered: self.unseen.migrations(),
+            switches_clock_dated: self.switch_clock.dated(),
             foreign_skipped: self.stats.foreign_skipped
                 + self.per_cpu(COUNT_SKIPPED).iter().sum::<u64>(),
             ..self.stats

@@ -287,19 +287,16 @@ mod tests {
 
     fn hit(time: u64, event: Event, wait_ns: Option<u64>, prev_traced: bool) -> BpfHit {
         BpfHit {
-            record: Record {
-                time: Time(time),
-                event,
-            },
-            current: 0,
-            cpu: 0,
-            side: false,
             wait_ns,
             prev_traced,
             next_traced: true,
-            run_delay: None,
-            on_cpu_ns: None,
-            clock_lag: 0,
+            ..BpfHit::plain(
+                Record {
+                    time: Time(time),
+                    event,
+                },
+                0,
+            )
         }
     }
 

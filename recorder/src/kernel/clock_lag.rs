@@ -40,6 +40,14 @@ impl ClockLag {
     /// Takes the lag of a charge at `time` (the low 32 bits of its time less the clock
     /// it read) and returns how much to add to the wall time measured by that clock.
     pub fn correction(&mut self, time: u64, lag: u32) -> u64 {
+        self.behind(time, lag)
+            .filter(|&ns| ns <= MAX_CORRECTION_NS)
+            .unwrap_or(0)
+    }
+
+    /// Takes the lag of a record at `time` and returns how far behind the least lag
+    /// its clock was, ns (`None` below the least: the least is then this one).
+    pub fn behind(&mut self, time: u64, lag: u32) -> Option<u64> {
         if time >= self.window_start.saturating_add(WINDOW_NS) {
             let gap = time - self.window_start;
             self.previous = if gap < 2 * WINDOW_NS {
@@ -54,10 +62,7 @@ impl ClockLag {
         let floor = least(self.previous, self.current.unwrap_or(lag));
         // Differences of the low 32 bits are exact while the true one is within ±2 s.
         let excess = lag.wrapping_sub(floor) as i32;
-        match u64::try_from(excess) {
-            Ok(ns) if ns <= MAX_CORRECTION_NS => ns,
-            _ => 0,
-        }
+        u64::try_from(excess).ok()
     }
 }
 

@@ -64,6 +64,7 @@ pub(crate) mod perf_ring;
 pub(crate) mod perf_source;
 pub(crate) mod reader_thread;
 pub mod sched_events;
+pub(crate) mod switch_clock;
 pub(crate) mod switch_repair;
 pub(crate) mod task_filter;
 #[cfg(test)]
@@ -151,6 +152,9 @@ pub(crate) struct KernelStats {
     /// Migrations the BPF programs did not see, found from the CPUs of a thread's
     /// switch records (`bpf_unseen`).
     pub migrations_recovered: u64,
+    /// Switches dated by their run queue's clock, which had stood still since a wakeup
+    /// asked for the switch (`switch_clock`, BPF only).
+    pub switches_clock_dated: u64,
     /// The perf source: the largest of the CPUs' median delays from a reported switch
     /// to its perf switch-in record, ns (see [`switch_repair`]): a few µs when the
     /// tracepoints and perf share a clock; 0 when nothing was measured.

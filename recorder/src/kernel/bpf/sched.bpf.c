@@ -303,20 +303,23 @@ static __always_inline u64 switch_state(bool preempt, u32 prev_state, struct tas
 // now less `sched_info.last_queued`, the same subtraction `sched_info_arrive` makes
 // right after this tracepoint; WAIT_UNKNOWN when the kernel has no enqueue time, or the
 // task arriving is not traced). With them the reader makes up the wakeups and
-// migrations the programs did not see (bpf_unseen.rs).
+// migrations the programs did not see (bpf_unseen.rs). Last, the record's time less
+// the run queue's clock, low 32 bits, as a charge carries it (CLOCK_KNOWN: it was read): the clock the kernel
+// dates this switch by, which a wakeup that asked for it may have left stale for as
+// long as the switch was delayed (switch_clock.rs).
 struct switch_text {
     u64 wait;
     u8 flags;
+    u8 unused[3];
+    u32 clock_lag;
 };
 #define PREV_TRACED 1
 #define NEXT_TRACED 2
+#define CLOCK_KNOWN 4
 #define WAIT_UNKNOWN (~0ULL)
 
-static __always_inline u64 run_queue_wait(struct task_struct *next)
+static __always_inline u64 run_queue_wait(struct task_struct *next, u64 now)
 {
-    // This CPU's run queue, through the task's: `runqueues` itself has no address
-    // the verifier can find on kernels without data symbols in kallsyms.
-    u64 now = next->se.cfs_rq->rq->clock;
     u64 queued = next->sched_info.last_queued;
     if (!queued)
         return WAIT_UNKNOWN;
@@ -342,8 +345,12 @@ int sched_switch(u64 *ctx)
         return 0;
     __builtin_memset(r->text, 0, sizeof(r->text));
     struct switch_text *t = (struct switch_text *)r->text;
-    t->flags = (tp ? PREV_TRACED : 0) | (tn ? NEXT_TRACED : 0);
-    t->wait = tn ? run_queue_wait(next) : WAIT_UNKNOWN;
+    // This CPU's run queue, through the task's: `runqueues` itself has no address
+    // the verifier can find on kernels without data symbols in kallsyms.
+    u64 now = next->se.cfs_rq->rq->clock;
+    t->flags = (tp ? PREV_TRACED : 0) | (tn ? NEXT_TRACED : 0) | (now ? CLOCK_KNOWN : 0);
+    t->wait = tn ? run_queue_wait(next, now) : WAIT_UNKNOWN;
+    t->clock_lag = (u32)(r->time - now);
     submit(r);
     return 0;
 }
