@@ -293,6 +293,9 @@ impl Trace {
             Some(threads) => Timeline::new(origin, source, threads.iter().copied()),
             None => Timeline::new(origin, source, self.meta.threads.keys().copied()),
         };
+        if self.meta.switches_dated_by_clock() {
+            timeline.switches_dated_by_clock();
+        }
         timeline.removed_methods(self.meta.removals.iter().map(|r| (r.id, r.time)));
         if opts.look_ahead {
             for record in Feed::open(&self.path, &self.meta).map_err(DriveError::Read)? {

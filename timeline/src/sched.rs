@@ -258,6 +258,9 @@ pub(crate) struct Sched {
     /// Wall time on a CPU minus the CPU time charged for it and minus what was already
     /// made [`ThreadState::Stolen`], ns (see the module doc).
     debt: i64,
+    /// The trace dates switches by the scheduler's clock itself (BPF recordings): the
+    /// stale-clock rules below are not applied.
+    clock_dated: bool,
     pub stats: ThreadStats,
 }
 
@@ -278,8 +281,16 @@ impl Sched {
             charge_mark: None,
             charged: None,
             debt: 0,
+            clock_dated: false,
             stats: ThreadStats::default(),
         }
+    }
+
+    /// The trace's switches are dated by the scheduler's clock already (see
+    /// [`Timeline::switches_dated_by_clock`](crate::Timeline::switches_dated_by_clock)):
+    /// the thread's charges say nothing more about when a switch happened.
+    pub fn set_clock_dated(&mut self) {
+        self.clock_dated = true;
     }
 
     pub fn tid(&self) -> Tid {
@@ -376,7 +387,7 @@ impl Sched {
         if let Some(mark) = self.charge_mark.take() {
             let tail = at.since(mark);
             let next = after.filter(|_| self.life != Life::Exiting);
-            let stale = self.charged.is_some_and(|by| stale_clock(by, tail));
+            let stale = !self.clock_dated && self.charged.is_some_and(|by| stale_clock(by, tail));
             if let Some(next) = next.filter(|_| stale && mark >= self.since) {
                 // Switched out with the scheduler's clock last updated at that charge
                 // (see `stale_clock`): the kernel counts the thread queued (preempted)
@@ -456,7 +467,7 @@ impl Sched {
     /// switch did not update the clock after it; `None` when not known (no charge since
     /// its switch-in, or the gap is steal). The thread switched in runs from there.
     pub fn switch_clock(&self, at: Time) -> Option<Time> {
-        if self.life == Life::Ended || self.state != ThreadState::Running {
+        if self.clock_dated || self.life == Life::Ended || self.state != ThreadState::Running {
             return None;
         }
         let mark = self.charge_mark?;

@@ -92,6 +92,8 @@ pub struct Timeline {
     rounds: (Option<Time>, Option<Time>),
     /// Whether an `Event::Migrate` came: the trace counts migrations itself.
     saw_migrate: bool,
+    /// See [`Timeline::switches_dated_by_clock`].
+    clock_dated: bool,
     /// Methods whose probes the overhead budget removed, with when
     /// (`Meta::MethodRemoved`; see [`Timeline::removed_methods`]).
     removed: FxHashMap<u32, Time>,
@@ -140,6 +142,7 @@ impl Timeline {
             unpresumed,
             rounds: (None, None),
             saw_migrate: false,
+            clock_dated: false,
             removed: FxHashMap::default(),
         }
     }
@@ -156,6 +159,20 @@ impl Timeline {
         }
     }
 
+    /// The trace's switches are dated by the scheduler's clock (the BPF recorder reads
+    /// the clock each switch was made by and dates it so, `TraceMeta::switches_dated_by_clock`):
+    /// the rules that infer that clock from the threads' CPU-time charges
+    /// (the stale clock of `sched.rs`) are not applied. They would misread a charge
+    /// from another CPU's wakeup followed, milliseconds later, by a switch on a clock
+    /// updated after the hypervisor stopped the CPU (measured: the JVM main thread
+    /// shown running for the 2.7 ms it waited behind such a switch).
+    pub fn switches_dated_by_clock(&mut self) {
+        self.clock_dated = true;
+        for t in &mut self.tracks {
+            t.sched.set_clock_dated();
+        }
+    }
+
     /// Follows one more thread from now on, for a consumer that learns of threads as
     /// they come (live metrics of a recording in progress) instead of from a trace's
     /// metadata: the thread gets the next [`ThreadIx`] (or keeps its own, if already
@@ -166,8 +183,12 @@ impl Timeline {
         }
         let ix = ThreadIx(self.tracks.len() as u32);
         self.index.insert(tid, ix);
+        let mut sched = Sched::new(ix, tid, self.origin);
+        if self.clock_dated {
+            sched.set_clock_dated();
+        }
         self.tracks.push(Track {
-            sched: Sched::new(ix, tid, self.origin),
+            sched,
             stack: CallStack::default(),
             monitor: None,
             wake: None,

@@ -340,6 +340,14 @@ impl TraceMeta {
         }
     }
 
+    /// Whether the recorder dated each switch by the scheduler's clock it was made by
+    /// (BPF recordings since `kernel.switches_clock_dated`): readers need not infer
+    /// that clock from the threads' CPU-time charges. False for a trace without its
+    /// end block (a killed recording), which then gets the inference.
+    pub fn switches_dated_by_clock(&self) -> bool {
+        self.counters.contains_key("kernel.switches_clock_dated")
+    }
+
     /// The time origin: the recording's start if known, else the first record.
     pub fn origin(&self) -> Time {
         self.info

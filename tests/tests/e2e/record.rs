@@ -176,6 +176,9 @@ fn kernel_view(trace: &Path) -> KernelView {
     let feed = Feed::open(trace, &meta).unwrap();
     let source = meta.info.as_ref().unwrap().source;
     let mut timeline = Timeline::new(feed.origin(), source, meta.threads.keys().copied());
+    if meta.switches_dated_by_clock() {
+        timeline.switches_dated_by_clock();
+    }
     let mut view = KernelView::default();
     let mut queues = HashMap::new();
     let mut end = feed.origin();

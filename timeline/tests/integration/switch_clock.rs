@@ -3,7 +3,7 @@
 //! arriving runs from there, not from the `sched_switch` record that comes after.
 
 use sonda_timeline::*;
-use sonda_trace::{ChargedBy, Cpu, Event, Tid};
+use sonda_trace::{ChargedBy, Cpu, Event, Record, Source, Tid, Time};
 
 const WRITER: Tid = Tid(9712);
 const BURNER: Tid = Tid(9708);
@@ -120,4 +120,54 @@ fn a_switch_after_the_own_charge_of_the_thread_leaving_is_dated_by_that_charge()
     );
     // Charged all of its wall time: nothing stolen.
     assert_eq!(tl.stats(tl.thread(WRITER).unwrap()).states.get(Stolen), 0);
+}
+
+/// A trace whose switches the recorder dated by the scheduler's clock (BPF): the rule
+/// above is not applied. The failure it made (the BPF schedstat test beside a busy
+/// program, one run in about 40): a wakeup from CPU 0 put the main thread on CPU 1's
+/// queue, charging the burner running there (by another task) at 140.452 ms; the
+/// hypervisor then stopped CPU 1, and the burner's switch to main came at 143.186 ms on
+/// a clock updated since (its record said so). The kernel counted main waiting the
+/// 2.72 ms; dated by the burner's charge it showed running.
+#[test]
+fn switches_dated_by_the_clock_are_taken_as_they_are() {
+    use ThreadState::*;
+    let main = WRITER;
+    let mut tl = Timeline::new(Time(0), Source::Tracepoints, [main, BURNER]);
+    tl.switches_dated_by_clock();
+    let mut cap = Capture::default();
+    for (time, event) in [
+        (100_000_000, switch(Tid(0), 0, BURNER)),
+        (140_451_972, charge(BURNER, 1_313_713, ChargedBy::Other)),
+        (
+            140_466_098,
+            Event::Wakeup {
+                target: Cpu(0),
+                wakee: main,
+                new_task: false,
+            },
+        ),
+        (143_186_367, switch(BURNER, 0, main)),
+        (143_388_925, charge(main, 200_000, ChargedBy::Itself)),
+    ] {
+        tl.push(
+            &Record {
+                time: Time(time),
+                event,
+            },
+            &mut cap,
+        );
+    }
+    tl.finish(Time(144_000_000), &mut cap);
+    let states: Vec<_> = cap.0.iter().filter(|s| s.0 == main.0).collect();
+    assert_eq!(
+        states,
+        [
+            &(main.0, 0, 140_466_098, Sleeping),
+            &(main.0, 140_466_098, 143_186_367, Runnable),
+            &(main.0, 143_186_367, 144_000_000, Running),
+        ]
+    );
+    let burner = cap.0.iter().rfind(|s| s.0 == BURNER.0).unwrap();
+    assert_eq!((burner.1, burner.3), (143_186_367, Runnable));
 }
