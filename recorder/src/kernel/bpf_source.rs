@@ -351,7 +351,7 @@ impl BpfSource {
                 }
                 // Before the unseen wakeups are dated from it (see `switch_clock`).
                 let floor = last_time.get(cpu).copied().unwrap_or(0);
-                switch_clock.date(&mut hit, &mut pending[cpu], floor);
+                switch_clock.date(&mut hit, &mut pending[cpu], floor, |t| unseen.by_others(t));
                 unseen.see(&hit, &mut made);
                 pending[cpu].push(hit);
             }

@@ -87,6 +87,10 @@ struct Thread {
     /// missed while it slept was its wakeup's (never dated before it, or the timeline
     /// takes the thread for one moved asleep on a run queue).
     woken_at: Option<u64>,
+    /// The time of its latest record written by another task (a wakeup, a migration, a
+    /// charge from another CPU): a switch dated by a stale clock stays after it
+    /// (`switch_clock`).
+    by_others: u64,
 }
 
 impl Unseen {
@@ -140,6 +144,9 @@ impl Unseen {
                     return;
                 };
                 let t = self.threads.entry(tid.0).or_default();
+                if hit.current != tid.0 {
+                    t.by_others = time;
+                }
                 // Charged while asleep by the records: woken and switched in unseen,
                 // both (a wakeup from an interrupt on a CPU where a silent task runs,
                 // which then switches to it). The switch-in is where this first charge
@@ -165,6 +172,7 @@ impl Unseen {
             }
             Event::Migrate { tid, from, to } => {
                 let t = self.threads.entry(tid.0).or_default();
+                t.by_others = time;
                 self.migrations += u64::from(arrive(t, tid, from, time, None, made));
                 // Asleep by the records, yet waiting before the move by the kernel's
                 // count: woken unseen and queued on `from` that long (the switch-in's
@@ -182,20 +190,19 @@ impl Unseen {
                 t.on_cpu = Some((to, time));
             }
             Event::Waking { wakee, .. } | Event::Wakeup { wakee, .. } => {
-                let thread = self.threads.get_mut(&wakee.0);
-                match thread {
-                    Some(Thread {
-                        asleep: asleep @ Some(_),
-                        woken_at,
-                        ..
-                    }) => {
+                match self.threads.get_mut(&wakee.0) {
+                    Some(t) if t.asleep.is_some() => {
+                        t.by_others = time;
                         // Stamped before the switch-out: the wakeup that raced with it.
-                        if asleep.is_some_and(|(out, _)| time > out) {
-                            *asleep = None;
-                            *woken_at = Some(time);
+                        if t.asleep.is_some_and(|(out, _)| time > out) {
+                            t.asleep = None;
+                            t.woken_at = Some(time);
                         }
                     }
-                    _ => {
+                    thread => {
+                        if let Some(t) = thread {
+                            t.by_others = time;
+                        }
                         self.woken.insert(wakee.0, time);
                     }
                 }
@@ -210,6 +217,15 @@ impl Unseen {
     /// Ends one read's records: wakeups of threads not asleep here are forgotten.
     pub fn end_of_read(&mut self) {
         self.woken.clear();
+    }
+
+    /// The time of the latest record about `tid` written by another task (its
+    /// wakeups, its migrations, its charges from another CPU) seen so far, 0 if none.
+    pub fn by_others(&self, tid: u32) -> u64 {
+        let woken = self.woken.get(&tid).copied().unwrap_or(0);
+        self.threads
+            .get(&tid)
+            .map_or(woken, |t| t.by_others.max(woken))
     }
 
     /// Wakeups made up so far.

@@ -45,16 +45,10 @@ use super::clock_lag::ClockLag;
 /// (`Timeline::switches_dated_by_clock`) and no longer infers the clock from charges.
 pub const STALE_NS: u64 = 10_000;
 
-/// Charges written from another task's context kept to keep a switch after them.
-const OTHERS_KEPT: usize = 16;
-
 /// The least clock lag of each CPU's switches lately, and the switches dated by it.
 #[derive(Default)]
 pub struct SwitchClock {
     lags: Vec<ClockLag>,
-    /// The latest charges written from another task's context (tid, time), a ring.
-    others: [(u32, u64); OTHERS_KEPT],
-    next_other: usize,
     dated: u64,
 }
 
@@ -63,21 +57,15 @@ impl SwitchClock {
     /// charge of the thread leaving among `before` (its CPU's records read before it,
     /// in ring order) just before it. `floor`: the time of that CPU's last record
     /// released in an earlier read.
-    pub fn date(&mut self, hit: &mut BpfHit, before: &mut [BpfHit], floor: u64) {
-        let prev = match hit.record.event {
-            Event::Switch { prev, .. } => prev,
-            Event::CpuTime {
-                tid,
-                by: ChargedBy::Other,
-                ..
-            } => {
-                // Often the wakeup from another CPU whose clock the switch is dated by:
-                // the switch stays after it (see `date`'s floor).
-                self.others[self.next_other] = (tid.0, hit.record.time.0);
-                self.next_other = (self.next_other + 1) % OTHERS_KEPT;
-                return;
-            }
-            _ => return,
+    pub fn date(
+        &mut self,
+        hit: &mut BpfHit,
+        before: &mut [BpfHit],
+        floor: u64,
+        by_others: impl Fn(u32) -> u64,
+    ) {
+        let Event::Switch { prev, next, .. } = hit.record.event else {
+            return;
         };
         let Some(lag) = hit.clock_lag else {
             return;
@@ -99,21 +87,17 @@ impl SwitchClock {
             Some((last, earlier)) if own_charge(last) => (Some(last), earlier),
             _ => (None, &mut *before),
         };
-        // After the CPU's record before them, and after a charge of the thread leaving
-        // written from another CPU (a remote wakeup updating this CPU's clock writes
-        // it a µs after the clock it dates the switch by): the timeline weighs a
-        // charge only while its thread runs.
-        let other = self
-            .others
-            .iter()
-            .filter(|o| o.0 == prev.0)
-            .map(|o| o.1 + 1)
-            .max()
-            .unwrap_or(0);
+        // After the CPU's record before them, and after the latest record about either
+        // thread written by another task, on whatever CPU: the wakeup of the thread
+        // arriving (written a µs after the clock update it made, which the switch is
+        // dated by), a charge of the thread leaving by a wakeup from another CPU. The
+        // timeline weighs a charge only while its thread runs, and wakes a thread only
+        // before it runs.
+        let others = by_others(prev.0).max(by_others(next.0));
         let floor = earlier
             .last()
             .map_or(floor, |h| h.record.time.0.max(floor))
-            .max(other);
+            .max(others.saturating_add(1));
         // The charge goes a ns before the switch: at one time the per-CPU queue puts a
         // switch before a charge (they come from two streams), and the charge belongs
         // to the stretch the switch ends.
@@ -139,6 +123,10 @@ impl SwitchClock {
 mod tests {
     use super::*;
     use sonda_trace::{Cpu, Record, Tid};
+
+    fn none(_: u32) -> u64 {
+        0
+    }
 
     fn hit(record: Record, current: u32) -> BpfHit {
         BpfHit {
@@ -187,13 +175,13 @@ mod tests {
         let mut before = vec![];
         let base = 1_000u32;
         let mut s = switch(13_532_000, base + 2_000, 6, 7);
-        clock.date(&mut s, &mut before, 0);
+        clock.date(&mut s, &mut before, 0, none);
         assert_eq!(s.record.time, Time(13_532_000), "the least lag: not moved");
         before.push(s);
         before.push(charge(15_091_000, 7, 7));
         before.push(charge(17_725_000, 7, 7));
         let mut out = switch(17_730_000, base + 2_000 + 2_604_000, 7, 62);
-        clock.date(&mut out, &mut before, 0);
+        clock.date(&mut out, &mut before, 0, none);
         assert_eq!(out.record.time, Time(15_126_000));
         assert_eq!(before[2].record.time, Time(15_125_999), "its charge moves");
         assert_eq!(before[1].record.time, Time(15_091_000));
@@ -204,24 +192,24 @@ mod tests {
     fn never_before_the_cpus_record_before_it_nor_for_a_few_microseconds() {
         let mut clock = SwitchClock::default();
         let mut first = switch(1_000_000, 500, 6, 7);
-        clock.date(&mut first, &mut [], 0);
+        clock.date(&mut first, &mut [], 0, none);
         // 9 µs behind: the scheduler's own work.
         let mut near = switch(2_000_000, 9_500, 7, 6);
-        clock.date(&mut near, &mut [], 0);
+        clock.date(&mut near, &mut [], 0, none);
         assert_eq!(near.record.time, Time(2_000_000));
         // 1 ms behind, but a wakeup of another thread came 0.3 ms before it (not its
         // own charge: it stays, and the switch comes after it).
         let mut before = vec![charge(2_700_000, 9, 6)];
         let mut out = switch(3_000_000, 1_000_500, 6, 7);
-        clock.date(&mut out, &mut before, 0);
+        clock.date(&mut out, &mut before, 0, none);
         assert_eq!(out.record.time, Time(2_700_000));
         // The floor from an earlier read holds too, and an unknown clock moves nothing.
         let mut out = switch(4_000_000, 1_000_500, 7, 6);
-        clock.date(&mut out, &mut [], 3_500_000);
+        clock.date(&mut out, &mut [], 3_500_000, none);
         assert_eq!(out.record.time, Time(3_500_000));
         let mut unknown = switch(5_000_000, 0, 6, 7);
         unknown.clock_lag = None;
-        clock.date(&mut unknown, &mut [], 0);
+        clock.date(&mut unknown, &mut [], 0, none);
         assert_eq!(unknown.record.time, Time(5_000_000));
         assert_eq!(clock.dated(), 2);
     }
@@ -229,17 +217,20 @@ mod tests {
     /// Measured: a wakeup on CPU 1 charged thread 7, running on CPU 0, at 31,913.704
     /// µs by a clock updated 0.5 µs before; 7's switch-out on CPU 0 came 20 µs later by
     /// that clock. Dated by the clock alone it went before the charge, which the
-    /// timeline then took for the charge of a thread no longer running.
+    /// timeline then took for the charge of a thread no longer running. Likewise the
+    /// switch-in of a thread woken from another CPU stays after its wakeup.
     #[test]
-    fn a_switch_stays_after_a_charge_of_its_thread_from_another_cpu() {
+    fn a_switch_stays_after_the_records_about_its_threads_from_other_cpus() {
         let mut clock = SwitchClock::default();
         let mut first = switch(31_000_000, 1_000, 6, 7);
-        clock.date(&mut first, &mut [], 0);
-        let mut remote = charge(31_913_704, 7, 5);
-        remote.cpu = 0;
-        clock.date(&mut remote, &mut [], 0);
+        clock.date(&mut first, &mut [], 0, none);
+        let charged = |tid: u32| if tid == 7 { 31_913_704 } else { 0 };
         let mut out = switch(31_933_700, 1_000 + 20_450, 7, 6);
-        clock.date(&mut out, &mut [], 0);
+        clock.date(&mut out, &mut [], 0, charged);
         assert_eq!(out.record.time, Time(31_913_705));
+        let woken = |tid: u32| if tid == 8 { 32_000_900 } else { 0 };
+        let mut r#in = switch(32_020_000, 1_000 + 20_000, 6, 8);
+        clock.date(&mut r#in, &mut [], 0, woken);
+        assert_eq!(r#in.record.time, Time(32_000_901));
     }
 }
