@@ -398,17 +398,10 @@ mod tests {
         (r, waker)
     }
 
+    /// A switch recovered on CPU 1 (its `prev_state` is 0: the silent task's state is
+    /// not known).
     fn recovered(time: u64, prev: u32, next: u32) -> Record {
-        Record {
-            time: Time(time),
-            event: Event::Switch {
-                cpu: Cpu(1),
-                prev: Tid(prev),
-                prev_state: 0,
-                next: Tid(next),
-                charge: None,
-            },
-        }
+        super::super::test_records::preemption(time, prev, next)
     }
 
     fn feed(q: &mut CpuQueue, items: &[(Record, u32)]) {

@@ -122,7 +122,9 @@ impl SwitchClock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sonda_trace::{Cpu, Record, Tid};
+    use sonda_trace::{Record, Tid};
+
+    use super::super::test_records::preemption;
 
     fn none(_: u32) -> u64 {
         0
@@ -136,19 +138,7 @@ mod tests {
     }
 
     fn switch(time: u64, lag: u32, prev: u32, next: u32) -> BpfHit {
-        let mut h = hit(
-            Record {
-                time: Time(time),
-                event: Event::Switch {
-                    cpu: Cpu(1),
-                    prev: Tid(prev),
-                    prev_state: 0,
-                    next: Tid(next),
-                    charge: None,
-                },
-            },
-            prev,
-        );
+        let mut h = hit(preemption(time, prev, next), prev);
         h.clock_lag = Some(lag);
         h
     }

@@ -1,5 +1,5 @@
 //! Kernel records for the unit tests of the readers' recoveries (`bpf_unseen`,
-//! `missed_moves`).
+//! `missed_moves`, `cpu_queue`, `switch_clock`).
 
 use sonda_trace::{Cpu, Event, Record, Tid, Time};
 
@@ -23,6 +23,20 @@ pub fn wakeup(time: u64, tid: u32, cpu: u16) -> Record {
             target: Cpu(cpu),
             wakee: Tid(tid),
             new_task: false,
+        },
+    }
+}
+
+/// A preemption on CPU 1 at `time`: `prev` left it runnable, `next` arrived.
+pub fn preemption(time: u64, prev: u32, next: u32) -> Record {
+    Record {
+        time: Time(time),
+        event: Event::Switch {
+            cpu: Cpu(1),
+            prev: Tid(prev),
+            prev_state: 0,
+            next: Tid(next),
+            charge: None,
         },
     }
 }
