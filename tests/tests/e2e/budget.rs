@@ -69,13 +69,19 @@ fn budget_removes_the_hot_method_and_keeps_the_request() {
     // Every request is there with its leave, as many as the program made; the hot
     // method's calls stop at the removal, each recorded one closed.
     let (mut enters, mut leaves) = (HashMap::new(), HashMap::new());
-    let mut hot_after = 0;
+    // Per thread, hot calls entered more than 1 ms after the removal: at most the one in
+    // flight in the old code when the class was replaced, its probe's clock read late
+    // (a fresh-clone CI run, the machine busy, found one such call; a thread still
+    // calling the old code would make thousands).
+    let mut hot_after: HashMap<u32, u64> = HashMap::new();
     for r in Events::open(&trace).unwrap() {
         let r = r.unwrap();
         match r.event {
-            Event::Enter { method, .. } => {
+            Event::Enter { method, tid } => {
                 *enters.entry(method).or_insert(0u64) += 1;
-                hot_after += u64::from(method == hot && r.time.0 > removal.time.0 + 1_000_000);
+                if method == hot && r.time.0 > removal.time.0 + 1_000_000 {
+                    *hot_after.entry(tid.0).or_default() += 1;
+                }
             }
             Event::Leave {
                 method, exception, ..
@@ -90,7 +96,10 @@ fn budget_removes_the_hot_method_and_keeps_the_request() {
     assert_eq!(leaves[&request], counts["Budget::request"]);
     assert_eq!(enters[&hot], leaves[&hot], "every recorded hot call closed");
     assert!(enters[&hot] > 0 && enters[&hot] < counts["Budget::hot"]);
-    assert_eq!(hot_after, 0, "hot calls recorded after its removal");
+    assert!(
+        hot_after.values().all(|&n| n <= 1),
+        "hot calls recorded after its removal, by thread: {hot_after:?}"
+    );
 
     // The report lists the removal; nothing needed repairing.
     let report = run(Command::new(sonda()).arg("report").arg(&trace));
