@@ -12,11 +12,12 @@
 //! A switch's text holds the run-queue wait ending with its switch-in as the kernel
 //! measures it (`u64` at 32, all ones when not known), flags (`u8` at 40: 1 the task
 //! leaving is traced, 2 the one arriving is, 4 the clock was read) and its time less
-//! the run queue's clock, low 32 bits (`u32` at 44, as a charge's `b`). A charge's text holds the task's
-//! `sched_info.run_delay` (`u64` at 32) and its wall time on its CPU since its switch-in
-//! by its run queue's clock (`u64` at 40), each all ones when the task is not traced. A
-//! migration's text holds the task's `sched_info.run_delay` as the move left it (`u64`
-//! at 32: a queued task is dequeued first, its wait so far added).
+//! the run queue's clock, low 32 bits (`u32` at 44, as a charge's `b`). A charge's text
+//! holds the task's `sched_info.run_delay` (`u64` at 32) and its wall time on its CPU
+//! since its switch-in by its run queue's clock (`u64` at 40), each all ones when the
+//! task is not traced. A migration's text holds the task's `sched_info.run_delay` as
+//! the move left it (`u64` at 32: a queued task is dequeued first, its wait so far
+//! added).
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's

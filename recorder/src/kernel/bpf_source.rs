@@ -339,10 +339,9 @@ impl BpfSource {
         );
         let consumed = self.ring.consume(|bytes| match bpf_record::decode(bytes) {
             Some(mut hit) => {
-                if let Some(on_cpu) = &mut hit.on_cpu_ns {
+                if let (Some(on_cpu), Some(lag)) = (&mut hit.on_cpu_ns, hit.clock_lag) {
                     // Measured by a clock updated some µs before the charge: see
                     // `clock_lag`.
-                    let lag = hit.clock_lag.unwrap_or(0);
                     *on_cpu += clock_lag.correction(hit.record.time.0, lag);
                 }
                 let cpu = usize::from(hit.cpu);

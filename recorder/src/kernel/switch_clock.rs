@@ -27,9 +27,17 @@
 //! clock was behind by that much. A switch whose clock was more than [`STALE_NS`]
 //! behind is dated by the clock, and so is the charge of the thread leaving written
 //! just before it (`put_prev_task`'s, made by the same clock, which the per-CPU queue
-//! then folds into the switch), a ns before it; never before the CPU's record before
-//! them. Below that
-//! the few µs of the scheduler's own work are left alone.
+//! then folds into the switch), a ns before it. Below that the few µs of the
+//! scheduler's own work are left alone.
+//!
+//! Never before the CPU's record before them, nor before the latest record about either
+//! thread written by another task on any CPU (`Unseen::by_others`): the wakeup of the
+//! thread arriving is written a µs after the clock update it made, which the switch is
+//! then dated by, and a charge of the thread leaving by a wakeup from another CPU
+//! likewise. The timeline weighs a charge only while its thread runs and wakes a thread
+//! only before it runs; without that bound a fresh-clone CI run found `record_kernel`'s
+//! threads switched in before their wakeups, and the schedstat test found remote
+//! charges dropped from the steal accounting (1-2 ms shown stolen).
 
 use sonda_trace::{ChargedBy, Event, Time};
 
@@ -87,12 +95,8 @@ impl SwitchClock {
             Some((last, earlier)) if own_charge(last) => (Some(last), earlier),
             _ => (None, &mut *before),
         };
-        // After the CPU's record before them, and after the latest record about either
-        // thread written by another task, on whatever CPU: the wakeup of the thread
-        // arriving (written a µs after the clock update it made, which the switch is
-        // dated by), a charge of the thread leaving by a wakeup from another CPU. The
-        // timeline weighs a charge only while its thread runs, and wakes a thread only
-        // before it runs.
+        // After the CPU's record before them and the latest record about either thread
+        // written by another task (see the module doc).
         let others = by_others(prev.0).max(by_others(next.0));
         let floor = earlier
             .last()

@@ -18,7 +18,19 @@ pub fn push_all<S: Sink + Default>(
     events: Vec<(u64, Event)>,
     end: u64,
 ) -> (Timeline, S) {
-    let mut tl = Timeline::new(Time(0), Source::Tracepoints, threads);
+    push_into(
+        Timeline::new(Time(0), Source::Tracepoints, threads),
+        events,
+        end,
+    )
+}
+
+/// [`push_all`] into a timeline set up by the caller.
+pub fn push_into<S: Sink + Default>(
+    mut tl: Timeline,
+    events: Vec<(u64, Event)>,
+    end: u64,
+) -> (Timeline, S) {
     let mut sink = S::default();
     for (time, event) in events {
         tl.push(

@@ -3,7 +3,7 @@
 //! arriving runs from there, not from the `sched_switch` record that comes after.
 
 use sonda_timeline::*;
-use sonda_trace::{ChargedBy, Cpu, Event, Record, Source, Tid, Time};
+use sonda_trace::{ChargedBy, Cpu, Event, Source, Tid, Time};
 
 const WRITER: Tid = Tid(9712);
 const BURNER: Tid = Tid(9708);
@@ -135,8 +135,7 @@ fn switches_dated_by_the_clock_are_taken_as_they_are() {
     let main = WRITER;
     let mut tl = Timeline::new(Time(0), Source::Tracepoints, [main, BURNER]);
     tl.switches_dated_by_clock();
-    let mut cap = Capture::default();
-    for (time, event) in [
+    let events = vec![
         (100_000_000, switch(Tid(0), 0, BURNER)),
         (140_451_972, charge(BURNER, 1_313_713, ChargedBy::Other)),
         (
@@ -149,16 +148,8 @@ fn switches_dated_by_the_clock_are_taken_as_they_are() {
         ),
         (143_186_367, switch(BURNER, 0, main)),
         (143_388_925, charge(main, 200_000, ChargedBy::Itself)),
-    ] {
-        tl.push(
-            &Record {
-                time: Time(time),
-                event,
-            },
-            &mut cap,
-        );
-    }
-    tl.finish(Time(144_000_000), &mut cap);
+    ];
+    let (_, cap) = crate::push_into::<Capture>(tl, events, 144_000_000);
     let states: Vec<_> = cap.0.iter().filter(|s| s.0 == main.0).collect();
     assert_eq!(
         states,

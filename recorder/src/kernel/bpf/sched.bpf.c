@@ -304,9 +304,9 @@ static __always_inline u64 switch_state(bool preempt, u32 prev_state, struct tas
 // right after this tracepoint; WAIT_UNKNOWN when the kernel has no enqueue time, or the
 // task arriving is not traced). With them the reader makes up the wakeups and
 // migrations the programs did not see (bpf_unseen.rs). Last, the record's time less
-// the run queue's clock, low 32 bits, as a charge carries it (CLOCK_KNOWN: it was read): the clock the kernel
-// dates this switch by, which a wakeup that asked for it may have left stale for as
-// long as the switch was delayed (switch_clock.rs).
+// the run queue's clock, low 32 bits, as a charge carries it (CLOCK_KNOWN: it was
+// read): the clock the kernel dates this switch by, which a wakeup that asked for it
+// may have left stale for as long as the switch was delayed (switch_clock.rs).
 struct switch_text {
     u64 wait;
     u8 flags;
