@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 use sonda_model::join::{CallJoin, CallRecord, CallSink};
 use sonda_timeline::{ExitKind, Frame, Timeline};
-use sonda_trace::{Meta, Record, Time};
+use sonda_trace::{Meta, Record, Time, SWITCHES_CLOCK_DATED};
 
 use crate::feed::Item;
 use crate::Latest;
@@ -153,6 +153,12 @@ impl Live {
             Meta::Method {
                 id, class, name, ..
             } => self.sums.name(*id, class, name),
+            // Written before the first switch (see `SWITCHES_CLOCK_DATED`).
+            Meta::Counter { name, .. } if name == SWITCHES_CLOCK_DATED => {
+                if let Some(j) = &mut self.joined {
+                    j.timeline.switches_dated_by_clock();
+                }
+            }
             _ => {}
         }
     }
@@ -386,6 +392,100 @@ mod tests {
             compared += 1;
         }
         assert_eq!(compared, 9);
+    }
+
+    /// The live join of a BPF recording takes its switches as the recorder dated them,
+    /// as `sonda services` does with the finished trace: the recorder says so before the
+    /// first switch (`SWITCHES_CLOCK_DATED`). The records are those of the BPF
+    /// schedstat failure that rule fixed (timeline/tests/integration/switch_clock.rs):
+    /// a charge of the burner by another CPU's wakeup, then a switch 2.7 ms later that
+    /// the hypervisor's stop delayed. Read without the counter, the charge dates main's
+    /// switch-in and its 2.7 ms of waiting inside the call are lost.
+    #[test]
+    fn a_recording_whose_switches_are_dated_by_the_clock_is_joined_as_such() {
+        let (main, burner) = (Tid(11), Tid(12));
+        let cpu = sonda_trace::Cpu(0);
+        let switch = |prev, prev_state, next| Event::Switch {
+            cpu,
+            prev,
+            prev_state,
+            next,
+            charge: None,
+        };
+        let wait_of_the_call = |dated: bool| {
+            let mut live = Live::new();
+            live.meta(&Meta::TraceInfo {
+                source: Source::Tracepoints,
+                start: Time(0),
+                host: "h".into(),
+                cpus: 1,
+                command: vec![],
+                tool: "t".into(),
+            });
+            if dated {
+                live.meta(&Meta::Counter {
+                    name: SWITCHES_CLOCK_DATED.into(),
+                    value: 0,
+                });
+            }
+            live.meta(&Meta::Method {
+                id: 1,
+                class: "a.B".into(),
+                name: "run".into(),
+                descriptor: "()V".into(),
+            });
+            for tid in [main, burner] {
+                live.meta(&Meta::Thread {
+                    pid: Pid(10),
+                    tid,
+                    comm: "java".into(),
+                });
+            }
+            for rec in [
+                r(10_000_000, switch(Tid(0), 0, main)),
+                r(
+                    20_000_000,
+                    Event::Enter {
+                        tid: main,
+                        method: 1,
+                    },
+                ),
+                r(30_000_000, switch(main, 1, burner)),
+                r(
+                    140_451_972,
+                    Event::CpuTime {
+                        tid: burner,
+                        ns: 1_313_713,
+                        by: sonda_trace::ChargedBy::Other,
+                    },
+                ),
+                r(
+                    140_466_098,
+                    Event::Wakeup {
+                        target: cpu,
+                        wakee: main,
+                        new_task: false,
+                    },
+                ),
+                r(143_186_367, switch(burner, 0, main)),
+                r(
+                    143_500_000,
+                    Event::Leave {
+                        tid: main,
+                        method: 1,
+                        exception: false,
+                    },
+                ),
+            ] {
+                live.record(&rec);
+            }
+            let m = live.methods();
+            assert_eq!(m.len(), 1, "{m:?}");
+            assert_eq!(m[0].calls, 1);
+            m[0].wait_ns
+        };
+        assert_eq!(wait_of_the_call(true), 143_186_367 - 140_466_098);
+        assert_eq!(wait_of_the_call(false), 0);
     }
 
     #[test]

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sonda_filter::MethodFilter;
 use sonda_shm::{AgentState, Clock};
-use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter};
+use sonda_trace::{Event, Meta, Pid, Record, Source, Time, TraceWriter, SWITCHES_CLOCK_DATED};
 
 use crate::tap::{LiveStats, Tap, Tapped};
 
@@ -391,7 +391,7 @@ impl<W: Write> Recording<W> {
                     counters.push(c("kernel.bpf_run_ns", s.bpf_run_ns));
                 }
                 counters.push(c("kernel.wakeups_recovered", s.wakeups_recovered));
-                counters.push(c("kernel.switches_clock_dated", s.switches_clock_dated));
+                counters.push(c(SWITCHES_CLOCK_DATED, s.switches_clock_dated));
             }
             if !s.ftrace && !s.bpf {
                 counters.push(c("kernel.switch_record_delay_ns", s.switch_delay_ns));
@@ -500,6 +500,19 @@ pub fn record(s: Settings) -> anyhow::Result<Outcome> {
         },
         tool: format!("sonda {}", env!("CARGO_PKG_VERSION")),
     });
+    if kernel
+        .as_ref()
+        .is_some_and(KernelSource::dates_switches_by_clock)
+    {
+        // Before any switch: a reader of a recording killed before its end block, and
+        // the live metrics reading this one as it is written, learn here that the
+        // switches are dated by the scheduler's clock (`TraceMeta::switches_dated_by_clock`).
+        // The end block's value replaces this one.
+        writer.meta(&Meta::Counter {
+            name: SWITCHES_CLOCK_DATED.to_string(),
+            value: 0,
+        });
+    }
     writer
         .flush()
         .with_context(|| format!("cannot write {out_path}"))?;

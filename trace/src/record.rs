@@ -345,6 +345,13 @@ pub enum Runtime {
     Native,
 }
 
+/// The counter whose presence says that the recorder dated each switch by the
+/// scheduler's clock it was made by (BPF recordings): readers must not infer that
+/// clock from the threads' CPU-time charges again. Written with 0 before the first
+/// switch, so that a recording killed before its end block and a reader following a
+/// recording live know it too; the end block gives the number of switches moved.
+pub const SWITCHES_CLOCK_DATED: &str = "kernel.switches_clock_dated";
+
 /// Metadata: names and facts that events refer to. Not timed.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Meta {

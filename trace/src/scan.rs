@@ -12,7 +12,7 @@ use crate::block::{BlockKind, BLOCK_HEADER_LEN};
 use crate::codec::{Item, Items};
 use crate::damage::{Damage, SkippedRegion};
 use crate::reader::{Block, ReadError, TraceReader};
-use crate::record::{Meta, Record, Runtime, Source};
+use crate::record::{Meta, Record, Runtime, Source, SWITCHES_CLOCK_DATED};
 use crate::types::{Pid, Tid, Time};
 
 /// What the trace says about itself ([`Meta::TraceInfo`]).
@@ -341,11 +341,11 @@ impl TraceMeta {
     }
 
     /// Whether the recorder dated each switch by the scheduler's clock it was made by
-    /// (BPF recordings since `kernel.switches_clock_dated`): readers need not infer
-    /// that clock from the threads' CPU-time charges. False for a trace without its
-    /// end block (a killed recording), which then gets the inference.
+    /// (BPF recordings, [`SWITCHES_CLOCK_DATED`]): readers need not infer that clock
+    /// from the threads' CPU-time charges. Recordings before the counter was written at
+    /// their start say so only in their end block: killed, they get the inference.
     pub fn switches_dated_by_clock(&self) -> bool {
-        self.counters.contains_key("kernel.switches_clock_dated")
+        self.counters.contains_key(SWITCHES_CLOCK_DATED)
     }
 
     /// The time origin: the recording's start if known, else the first record.

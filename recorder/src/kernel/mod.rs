@@ -264,6 +264,13 @@ impl KernelSource {
         }
     }
 
+    /// Whether each switch this source delivers is dated by the scheduler's clock it
+    /// was made by (the BPF programs write that clock; see `switch_clock`), so that
+    /// readers must not infer the clock from the threads' charges again.
+    pub fn dates_switches_by_clock(&self) -> bool {
+        matches!(self.inner, Inner::Bpf(_))
+    }
+
     /// Has the kernel count the programs' runs and their time from now on, for the
     /// recording's counters (`kernel.bpf_runs`, `kernel.bpf_run_ns`): the BPF source
     /// only; an error says why not.

@@ -114,4 +114,14 @@ fn sigkill_of_the_collector_leaves_a_readable_trace_and_the_command_completes() 
         !stale[0].exists(),
         "the stale buffer file of a dead collector was not removed"
     );
+    // A killed recording says, without its end block, what its readers need to know
+    // before the first switch: whether the switches are dated by the scheduler's clock
+    // (BPF, as the complete recording just made tells).
+    let complete = TraceMeta::scan(&dir.path().join("t2.sonda")).unwrap();
+    assert_eq!(
+        meta.switches_dated_by_clock(),
+        complete.counters.get("kernel.bpf") == Some(&1),
+        "switches dated by the clock in the killed recording, against kernel.bpf of a complete one: {:?}",
+        complete.counters
+    );
 }
