@@ -383,6 +383,9 @@ impl<W: Write> Recording<W> {
             counters.push(c("kernel.switches_recovered", s.repaired));
             counters.push(c("kernel.unseen_wakeups", self.wakes.unseen()));
             counters.push(c("kernel.ftrace", u64::from(s.ftrace)));
+            if s.ftrace {
+                counters.push(c("kernel.switches_resched_dated", s.switches_resched_dated));
+            }
             counters.push(c("kernel.bpf", u64::from(s.bpf)));
             if s.bpf {
                 counters.push(c("kernel.bpf_missed", s.missed));

@@ -35,6 +35,7 @@ use std::collections::VecDeque;
 
 use sonda_trace::{ChargedBy, Cpu, Event, Record, SwitchCharge, Time};
 
+use super::resched_clock::{ClockNote, CpuNotes};
 use super::KernelStats;
 
 /// A record with the task that was running when the kernel wrote it.
@@ -43,6 +44,8 @@ struct Held {
     record: Record,
     /// `common_pid` of the event; [`LOSS`] for a loss.
     current: u32,
+    /// `common_flags` of the event (see `sched_events::flags`), 0 when not known.
+    flags: u8,
 }
 
 /// A record of the unfiltered stream, and for a CPU-time charge the wall time its task
@@ -52,6 +55,8 @@ struct Held {
 struct Side {
     record: Record,
     on_cpu_ns: Option<u64>,
+    /// As [`Held::flags`].
+    flags: u8,
 }
 
 impl Side {
@@ -104,6 +109,8 @@ pub struct CpuQueue {
     /// out before a later filtered record, so when that record reveals a switch-in the
     /// kernel did not report, the charge that dates it is no longer in `unfiltered`.
     released_charges: Vec<(u32, u64, u64)>,
+    /// What the records released say about the run-queue clocks (`resched_clock`).
+    notes: CpuNotes,
 }
 
 impl CpuQueue {
@@ -118,7 +125,16 @@ impl CpuQueue {
     /// The next tracepoint event of this CPU (in the order of its buffer), written while
     /// `current` was running.
     pub fn event(&mut self, record: Record, current: u32) {
-        self.held.push_back(Held { record, current });
+        self.event_in(record, current, 0);
+    }
+
+    /// [`CpuQueue::event`] with the context the kernel wrote it in (`common_flags`).
+    pub fn event_in(&mut self, record: Record, current: u32, flags: u8) {
+        self.held.push_back(Held {
+            record,
+            current,
+            flags,
+        });
     }
 
     /// The next event of this CPU from the unfiltered stream (in that stream's order,
@@ -129,7 +145,16 @@ impl CpuQueue {
     /// programs read it from the kernel's `sched_info.last_arrival`): it dates the
     /// switch-in exactly, where the charge's own CPU time falls short by any steal.
     pub fn unfiltered_event(&mut self, record: Record, on_cpu_ns: Option<u64>) {
-        self.unfiltered.push_back(Side { record, on_cpu_ns });
+        self.unfiltered_event_in(record, on_cpu_ns, 0);
+    }
+
+    /// [`CpuQueue::unfiltered_event`] with the context the kernel wrote it in.
+    pub fn unfiltered_event_in(&mut self, record: Record, on_cpu_ns: Option<u64>, flags: u8) {
+        self.unfiltered.push_back(Side {
+            record,
+            on_cpu_ns,
+            flags,
+        });
     }
 
     /// `count` events of this CPU's buffer lost, noticed at `time` (0 when the count is
@@ -145,6 +170,7 @@ impl CpuQueue {
         self.held.push_back(Held {
             record,
             current: LOSS,
+            flags: 0,
         });
     }
 
@@ -160,7 +186,20 @@ impl CpuQueue {
         horizon: u64,
         out: &mut Vec<Record>,
         stats: &mut KernelStats,
+        foreign: impl FnMut(&Record) -> bool,
+    ) {
+        self.release_noting(horizon, out, stats, foreign, None);
+    }
+
+    /// [`CpuQueue::release`], appending to `notes` what the records say about the
+    /// run-queue clocks (`resched_clock`), left-out records' too.
+    pub fn release_noting(
+        &mut self,
+        horizon: u64,
+        out: &mut Vec<Record>,
+        stats: &mut KernelStats,
         mut foreign: impl FnMut(&Record) -> bool,
+        mut notes: Option<&mut Vec<ClockNote>>,
     ) {
         // Records before this are other queues': never folded into this one's switches.
         let start = out.len();
@@ -182,6 +221,9 @@ impl CpuQueue {
                     let at = switch_in_of_charge(t, ns, side.on_cpu_ns);
                     self.released_charges.push((tid.0, at, t));
                 }
+                if let Some(notes) = notes.as_deref_mut() {
+                    self.notes.see(self.cpu, &side.record, side.flags, notes);
+                }
                 let record = side.record;
                 if pass(record, &mut foreign, out, stats) {
                     stats.samples += 1;
@@ -191,7 +233,12 @@ impl CpuQueue {
             if filtered.is_none_or(|f| f > horizon) {
                 return;
             }
-            let Some(Held { record, current }) = self.held.pop_front() else {
+            let Some(Held {
+                record,
+                current,
+                flags,
+            }) = self.held.pop_front()
+            else {
                 return;
             };
             let time = record.time.0;
@@ -214,6 +261,13 @@ impl CpuQueue {
                             charge: None,
                         },
                     };
+                    if let Some(notes) = notes.as_deref_mut() {
+                        // Dated by a charge, not by a clock: left alone.
+                        notes.push(ClockNote::Unknown {
+                            time: at,
+                            cpu: self.cpu,
+                        });
+                    }
                     pass(recovered, &mut foreign, out, stats);
                 }
                 self.running = Some(match record.event {
@@ -223,6 +277,9 @@ impl CpuQueue {
             }
             self.last = self.last.max(time);
             self.released_charges.clear();
+            if let Some(notes) = notes.as_deref_mut() {
+                self.notes.see(self.cpu, &record, flags, notes);
+            }
             if current == LOSS {
                 out.push(record);
                 continue;
@@ -767,5 +824,44 @@ mod tests {
         let (out, stats) = release(&mut q, u64::MAX);
         assert_eq!(out.len(), 2);
         assert_eq!(stats.repaired, 0);
+    }
+
+    /// What the records say about the CPU's clock goes to `resched_clock`, left-out
+    /// records' too; a recovered switch, dated by a charge and not by a clock, makes
+    /// the clock unknown.
+    #[test]
+    fn the_clock_notes_follow_the_cpus_order_and_a_recovered_switch_forgets_the_clock() {
+        let mut q = CpuQueue::new(1);
+        feed(
+            &mut q,
+            &[
+                switch(20, 7, 75),
+                waking(80, 9, 8),
+                runtime(100, 9, 40),
+                switch(100, 9, 0),
+            ],
+        );
+        let mut out = Vec::new();
+        let mut notes = Vec::new();
+        q.release_noting(
+            u64::MAX,
+            &mut out,
+            &mut KernelStats::default(),
+            |r| matches!(r.event, Event::CpuTime { .. }),
+            Some(&mut notes),
+        );
+        assert_eq!(
+            notes,
+            [
+                ClockNote::Unknown { time: 60, cpu: 1 },
+                // The charge was left out, and is its task's switch-out's own.
+                ClockNote::Charge {
+                    time: 100,
+                    tid: 9,
+                    ns: 40,
+                    own_switch: true
+                },
+            ]
+        );
     }
 }

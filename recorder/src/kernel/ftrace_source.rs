@@ -24,6 +24,7 @@ use super::foreign::Foreign;
 use super::ftrace_instance::{CpuLoss, Instance};
 use super::ftrace_page::{Missed, Page, PageLayout};
 use super::missed_moves::MissedMoves;
+use super::resched_clock::{ClockNote, ReschedClock};
 use super::sched_events::{Hit, SchedDecoder};
 use super::task_filter::TaskFilter;
 use super::tgids::Tgids;
@@ -111,6 +112,10 @@ pub struct FtraceSource {
     filter: TaskFilter,
     /// Migrations the instances did not record, recovered.
     moves: MissedMoves,
+    /// Preempting switches dated by the clock a skipped update left (`resched_clock`).
+    resched: ReschedClock,
+    /// What this read's records said about the clocks, for `resched`.
+    notes: Vec<ClockNote>,
     /// Every record up to this time has been passed on by an earlier read.
     passed_on: u64,
     reads: u32,
@@ -147,6 +152,8 @@ impl FtraceSource {
             main: Stream::new(instance, false),
             unfiltered: unfiltered.map(|m| Stream::new(m, true)),
             moves: MissedMoves::default(),
+            resched: ReschedClock::default(),
+            notes: Vec::new(),
             passed_on: 0,
             reads: 0,
             stopped: false,
@@ -232,13 +239,23 @@ impl FtraceSource {
             // Released records stamped from `read_up_to` on (another CPU's backlog,
             // the end) cannot be judged yet and are kept.
             let foreign = &mut d.foreign;
-            queue.release(h, out, &mut d.stats, |r| foreign.skips(r));
+            queue.release_noting(
+                h,
+                out,
+                &mut d.stats,
+                |r| foreign.skips(r),
+                Some(&mut self.notes),
+            );
             released_to = released_to.min(h);
+        }
+        let released = &mut out[start..];
+        released.sort_by_key(|r| r.time);
+        // Preempting switches dated by the clock they were made by (`resched_clock`).
+        if self.resched.date(released, &mut self.notes, self.passed_on) {
+            released.sort_by_key(|r| r.time);
         }
         // Migrations the instances did not record, found in time order (see
         // `missed_moves`), dated no earlier than what earlier reads passed on.
-        let released = &mut out[start..];
-        released.sort_by_key(|r| r.time);
         let mut made = Vec::new();
         let foreign = &d.foreign;
         for r in released.iter() {
@@ -263,6 +280,7 @@ impl FtraceSource {
         KernelStats {
             foreign_misjudged: self.decoding.foreign.misjudged(),
             migrations_recovered: self.moves.recovered(),
+            switches_resched_dated: self.resched.dated(),
             ..self.decoding.stats
         }
     }
@@ -324,10 +342,12 @@ fn read_cpu(
             };
             c.last_time = e.time;
             match decode(&d.decoder, &mut d.tgids, c.cpu, e.time, e.payload) {
-                Some((r, _)) if stream.unfiltered => queue.unfiltered_event(r, None),
-                Some((r, current)) => {
+                Some((r, _, flags)) if stream.unfiltered => {
+                    queue.unfiltered_event_in(r, None, flags)
+                }
+                Some((r, current, flags)) => {
                     d.foreign.filtered(&r);
-                    queue.event(r, current);
+                    queue.event_in(r, current, flags);
                 }
                 None => {
                     d.stats.undecodable += 1;
@@ -366,15 +386,17 @@ fn check_loss(stream: &mut Stream, i: usize, queue: &mut CpuQueue, stopped: bool
 }
 
 /// Decodes one ftrace event of `cpu` at `time`, with the task that was running when it
-/// was written; what it says about tasks' lives goes to the tid→process map.
+/// was written and the context flags it was written with; what it says about tasks'
+/// lives goes to the tid→process map.
 fn decode(
     decoder: &SchedDecoder,
     tgids: &mut Tgids,
     cpu: u16,
     time: u64,
     payload: &[u8],
-) -> Option<(Record, u32)> {
+) -> Option<(Record, u32, u8)> {
     let tid = decoder.current_tid(payload)?;
+    let flags = decoder.context_flags(payload);
     let hit = Hit {
         tid,
         cpu: u32::from(cpu),
@@ -390,12 +412,13 @@ fn decode(
         time: Time(time),
         event,
     };
-    Some((record, tid))
+    Some((record, tid, flags))
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::ftrace_page::tests::real_layout;
+    use super::super::sched_events::flags;
     use super::super::sched_events::tests::real_formats;
     use super::*;
     use sonda_trace::{Cpu, Pid, Tid};
@@ -407,6 +430,9 @@ mod tests {
         name: String,
         fields: Vec<(String, String)>,
         current: u32,
+        /// The latency flags column ("dN.4."): irqs off, need-resched, irq context,
+        /// preempt count, migrate-disable.
+        context: String,
     }
 
     fn lines(text: &str) -> Vec<Line> {
@@ -416,7 +442,8 @@ mod tests {
                 let (head, rest) = l.split_once("]").unwrap();
                 let current = head.split('[').next().unwrap().trim();
                 let current = current.rsplit('-').next().unwrap().parse().unwrap();
-                let mut words = rest.split_whitespace().skip(1);
+                let mut words = rest.split_whitespace();
+                let context = words.next().unwrap().to_string();
                 let time = words.next().unwrap().trim_end_matches(':');
                 let (s, us) = time.split_once('.').unwrap();
                 let micros = s.parse::<u64>().unwrap() * 1_000_000 + us.parse::<u64>().unwrap();
@@ -430,6 +457,7 @@ mod tests {
                     name,
                     fields,
                     current,
+                    context,
                 }
             })
             .collect()
@@ -466,8 +494,25 @@ mod tests {
             assert_eq!((e.time + 500) / 1000, want.micros, "time of {}", want.name);
             // Learn the processes of creators from the line, not from /proc.
             tgids.learn(want.current, want.current);
-            let (r, current) = decode(&decoder, &mut tgids, 0, e.time, e.payload).unwrap();
+            let (r, current, context) = decode(&decoder, &mut tgids, 0, e.time, e.payload).unwrap();
             assert_eq!(current, want.current);
+            // The kernel renders the flags it wrote as letters (`trace_print_lat_fmt`).
+            let column: Vec<char> = want.context.chars().collect();
+            let rendered = (
+                "NnBb".contains(column[1]),
+                "hH".contains(column[2]),
+                "sH".contains(column[2]),
+            );
+            let decoded = (
+                context & flags::NEED_RESCHED != 0,
+                context & flags::HARDIRQ != 0,
+                context & flags::SOFTIRQ != 0,
+            );
+            assert_eq!(
+                decoded, rendered,
+                "flags {} at {} µs",
+                want.context, want.micros
+            );
             assert_eq!(cpu_of(&r).unwrap_or(Cpu(0)), Cpu(0));
             let want_event = match want.name.as_str() {
                 "sched_switch" => Event::Switch {

@@ -63,6 +63,7 @@ pub mod perf_record;
 pub(crate) mod perf_ring;
 pub(crate) mod perf_source;
 pub(crate) mod reader_thread;
+pub(crate) mod resched_clock;
 pub mod sched_events;
 pub(crate) mod switch_clock;
 pub(crate) mod switch_repair;
@@ -155,6 +156,9 @@ pub(crate) struct KernelStats {
     /// Switches dated by their run queue's clock, which had stood still since a wakeup
     /// asked for the switch (`switch_clock`, BPF only).
     pub switches_clock_dated: u64,
+    /// ftrace only: preempting switches dated by the clock update a skipped update
+    /// left them (`resched_clock`).
+    pub switches_resched_dated: u64,
     /// The perf source: the largest of the CPUs' median delays from a reported switch
     /// to its perf switch-in record, ns (see [`switch_repair`]): a few µs when the
     /// tracepoints and perf share a clock; 0 when nothing was measured.

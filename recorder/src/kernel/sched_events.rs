@@ -127,10 +127,25 @@ enum Kind {
     CpuTime,
 }
 
+/// Bits of an ftrace record's `common_flags`: the context the kernel wrote it in
+/// (`enum trace_flag_type` in the kernel's `kernel/trace/trace.h`).
+pub mod flags {
+    /// The task running had a reschedule pending (`TIF_NEED_RESCHED`, the `N`/`n` of
+    /// the kernel's text rendering): the CPU switches at its next chance.
+    pub const NEED_RESCHED: u8 = 0x04;
+    /// Written from a hardware interrupt.
+    pub const HARDIRQ: u8 = 0x08;
+    /// Written from a software interrupt.
+    pub const SOFTIRQ: u8 = 0x10;
+}
+
 /// Decodes the payloads of the tracepoints in [`TRACEPOINTS`].
 pub struct SchedDecoder {
     ids: Vec<(u16, Kind)>,
     common_pid: Field,
+    /// The ftrace header's context flags; `None` where the format has none (perf's
+    /// raw samples carry the same header, but BPF hits do not come through here).
+    common_flags: Option<Field>,
     switch: SwitchLayout,
     waking: WakeLayout,
     wakeup: WakeLayout,
@@ -181,6 +196,7 @@ impl SchedDecoder {
         };
         Ok(SchedDecoder {
             common_pid: field(switch, "common_pid")?,
+            common_flags: switch.field("common_flags").cloned(),
             ids,
             switch: SwitchLayout {
                 prev_pid: field(switch, "prev_pid")?,
@@ -222,6 +238,15 @@ impl SchedDecoder {
     /// nothing else; the idle task is 0).
     pub fn current_tid(&self, raw: &[u8]) -> Option<u32> {
         self.common_pid.read_u32(raw)
+    }
+
+    /// The context the payload was written in, as the common fields' flags say
+    /// ([`flags`]); 0 when the format has none.
+    pub fn context_flags(&self, raw: &[u8]) -> u8 {
+        self.common_flags
+            .as_ref()
+            .and_then(|f| f.read_u64(raw))
+            .map_or(0, |v| v as u8)
     }
 
     /// The event a hit stands for; `None` for a hit of another tracepoint or a payload
