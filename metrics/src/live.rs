@@ -241,6 +241,18 @@ mod tests {
     use super::*;
     use sonda_trace::{Event, Pid, Source, Tid};
 
+    /// A trace's first record, from time 0, on one CPU.
+    fn trace_info() -> Meta {
+        Meta::TraceInfo {
+            source: Source::Tracepoints,
+            start: Time(0),
+            host: "h".into(),
+            cpus: 1,
+            command: vec![],
+            tool: "t".into(),
+        }
+    }
+
     fn r(t: u64, event: Event) -> Record {
         Record {
             time: Time(t),
@@ -251,14 +263,7 @@ mod tests {
     #[test]
     fn joins_calls_of_threads_named_as_they_come() {
         let mut live = Live::new();
-        live.meta(&Meta::TraceInfo {
-            source: Source::Tracepoints,
-            start: Time(0),
-            host: "h".into(),
-            cpus: 1,
-            command: vec![],
-            tool: "t".into(),
-        });
+        live.meta(&trace_info());
         live.meta(&Meta::Method {
             id: 1,
             class: "a.B".into(),
@@ -414,14 +419,7 @@ mod tests {
         };
         let wait_of_the_call = |dated: bool| {
             let mut live = Live::new();
-            live.meta(&Meta::TraceInfo {
-                source: Source::Tracepoints,
-                start: Time(0),
-                host: "h".into(),
-                cpus: 1,
-                command: vec![],
-                tool: "t".into(),
-            });
+            live.meta(&trace_info());
             if dated {
                 live.meta(&Meta::Counter {
                     name: SWITCHES_CLOCK_DATED.into(),

@@ -461,6 +461,17 @@ mod tests {
         super::super::test_records::preemption(time, prev, next)
     }
 
+    /// 7 → 75 reported; 75 is silent; 9 then wakes 8, is charged 40 at 100 (switched in
+    /// at 60) and leaves.
+    fn silent_task() -> [(Record, u32); 4] {
+        [
+            switch(20, 7, 75),
+            waking(80, 9, 8),
+            runtime(100, 9, 40),
+            switch(100, 9, 0),
+        ]
+    }
+
     fn feed(q: &mut CpuQueue, items: &[(Record, u32)]) {
         for (r, current) in items {
             q.event(r.clone(), *current);
@@ -616,17 +627,7 @@ mod tests {
     #[test]
     fn a_switch_from_a_silent_task_is_recovered_and_dated_by_the_charge() {
         let mut q = CpuQueue::new(1);
-        // 7 → 75 reported; 75 is silent; 9 then wakes 8, is charged 40 at 100 (switched
-        // in at 60) and leaves.
-        feed(
-            &mut q,
-            &[
-                switch(20, 7, 75),
-                waking(80, 9, 8),
-                runtime(100, 9, 40),
-                switch(100, 9, 0),
-            ],
-        );
+        feed(&mut q, &silent_task());
         let (out, stats) = release(&mut q, u64::MAX);
         assert_eq!(out[1], recovered(60, 75, 9));
         assert_eq!(out[2].time, Time(80));
@@ -832,15 +833,7 @@ mod tests {
     #[test]
     fn the_clock_notes_follow_the_cpus_order_and_a_recovered_switch_forgets_the_clock() {
         let mut q = CpuQueue::new(1);
-        feed(
-            &mut q,
-            &[
-                switch(20, 7, 75),
-                waking(80, 9, 8),
-                runtime(100, 9, 40),
-                switch(100, 9, 0),
-            ],
-        );
+        feed(&mut q, &silent_task());
         let mut out = Vec::new();
         let mut notes = Vec::new();
         q.release_noting(
