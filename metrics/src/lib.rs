@@ -158,7 +158,7 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sonda_trace::{Event, Meta, Pid, Record, Source, Tid, Time};
+    use sonda_trace::{Event, Meta, Pid, Record, Tid, Time};
     use std::io::{Read, Write};
     use std::time::{Duration, Instant};
 
@@ -179,14 +179,7 @@ mod tests {
         let addr = endpoint.local_addr().unwrap();
         let (mut feed, running) = endpoint.start().unwrap();
         assert!(get(addr).contains("sonda_events_total 0\n"));
-        feed.meta(&Meta::TraceInfo {
-            source: Source::Tracepoints,
-            start: Time(0),
-            host: "h".into(),
-            cpus: 1,
-            command: vec![],
-            tool: "t".into(),
-        });
+        feed.meta(&crate::live::tests::trace_info());
         feed.meta(&Meta::Method {
             id: 3,
             class: "x.Y".into(),

@@ -237,12 +237,12 @@ pub(crate) fn run(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use sonda_trace::{Event, Pid, Source, Tid};
 
-    /// A trace's first record, from time 0, on one CPU.
-    fn trace_info() -> Meta {
+    /// A trace's first record, from time 0, on one CPU (also the page's tests').
+    pub(crate) fn trace_info() -> Meta {
         Meta::TraceInfo {
             source: Source::Tracepoints,
             start: Time(0),

@@ -100,21 +100,8 @@ pub(super) fn migration(at: u64, tid: Tid, from: Cpu, to: Cpu) -> Record {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_records::{migrate, wakeup};
+    use super::super::test_records::{migrate, switch, wakeup};
     use super::*;
-
-    fn switch(time: u64, cpu: u16, prev: u32, prev_state: u64, next: u32) -> Record {
-        Record {
-            time: Time(time),
-            event: Event::Switch {
-                cpu: Cpu(cpu),
-                prev: Tid(prev),
-                prev_state,
-                next: Tid(next),
-                charge: None,
-            },
-        }
-    }
 
     fn run(records: &[Record], floor: u64) -> (Vec<Record>, u64) {
         let mut m = MissedMoves::default();

@@ -51,10 +51,7 @@ use rustc_hash::FxHashMap;
 use sonda_trace::{ChargedBy, Event, Record, SwitchOut, Time};
 
 use super::sched_events::flags;
-
-/// The least distance from a switch record to the clock it was made by that dates the
-/// switch by it, ns (as the BPF source's `switch_clock::STALE_NS`).
-pub const STALE_NS: u64 = 10_000;
+use super::switch_clock::STALE_NS;
 
 /// What one CPU's records say about the run-queue clocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -408,6 +405,7 @@ fn move_switch(released: &mut [Record], i: usize, prev: u32, at: u64) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_records::{self, wakeup};
     use super::*;
     use sonda_trace::{Cpu, SwitchCharge, Tid};
 
@@ -421,17 +419,9 @@ mod tests {
         }
     }
 
+    /// A switch on CPU 0.
     fn switch(time: u64, prev: u32, prev_state: u64, next: u32) -> Record {
-        r(
-            time,
-            Event::Switch {
-                cpu: Cpu(0),
-                prev: Tid(prev),
-                prev_state,
-                next: Tid(next),
-                charge: None,
-            },
-        )
+        test_records::switch(time, 0, prev, prev_state, next)
     }
 
     fn charge(time: u64, tid: u32, ns: u64, by: ChargedBy) -> Record {
@@ -441,17 +431,6 @@ mod tests {
                 tid: Tid(tid),
                 ns,
                 by,
-            },
-        )
-    }
-
-    fn wakeup(time: u64, wakee: u32, target: u16) -> Record {
-        r(
-            time,
-            Event::Wakeup {
-                target: Cpu(target),
-                wakee: Tid(wakee),
-                new_task: false,
             },
         )
     }

@@ -1,5 +1,5 @@
 //! Kernel records for the unit tests of the readers' recoveries (`bpf_unseen`,
-//! `missed_moves`, `cpu_queue`, `switch_clock`).
+//! `missed_moves`, `cpu_queue`, `switch_clock`, `resched_clock`).
 
 use sonda_trace::{Cpu, Event, Record, Tid, Time};
 
@@ -27,16 +27,21 @@ pub fn wakeup(time: u64, tid: u32, cpu: u16) -> Record {
     }
 }
 
-/// A preemption on CPU 1 at `time`: `prev` left it runnable, `next` arrived.
-pub fn preemption(time: u64, prev: u32, next: u32) -> Record {
+/// A switch on `cpu` at `time`: `prev` left it in `prev_state`, `next` arrived.
+pub fn switch(time: u64, cpu: u16, prev: u32, prev_state: u64, next: u32) -> Record {
     Record {
         time: Time(time),
         event: Event::Switch {
-            cpu: Cpu(1),
+            cpu: Cpu(cpu),
             prev: Tid(prev),
-            prev_state: 0,
+            prev_state,
             next: Tid(next),
             charge: None,
         },
     }
+}
+
+/// A preemption on CPU 1 at `time`: `prev` left it runnable, `next` arrived.
+pub fn preemption(time: u64, prev: u32, next: u32) -> Record {
+    switch(time, 1, prev, 0, next)
 }
