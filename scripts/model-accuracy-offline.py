@@ -7,11 +7,16 @@ without re-recording.
 
 usage: model-accuracy-offline.py DIR SONDA VENV [EXTRA sonda model ARGS...]
 
+With SKIP=SECS: the first SECS of load (from the first call) are left out of both
+sides, the model with `--from`, the measurement by each call's start (the test
+leaves out 1 s: SKIP=1 redoes its table from runs it kept).
+
 With BASELINE=1: the default model instead (one processor-sharing station, no
 worker pool) solved with LINE's MVA, as the test did before the run-queue model.
 """
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -21,13 +26,15 @@ TAGS = ["330", "550", "770", "hog-330", "hog-550", "hog-770"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def measured(path, cpus):
+def measured(path, cpus, skip_s=0.0):
     rows = []
     with open(path) as f:
         r = csv.reader(f)
         next(r)
         for x in r:
             rows.append((x[0], int(x[2]), int(x[3]), int(x[4])))
+    start = min(r[1] for r in rows) + skip_s * 1e9
+    rows = [r for r in rows if r[1] >= start]
     first = min(r[1] for r in rows)
     last = max(r[1] + r[2] for r in rows)
     span = (last - first) / 1e9
@@ -89,8 +96,13 @@ def main():
         baseline = os.environ.get("BASELINE") == "1"
         jsimg = os.path.join(d, f"{tag}.{'baseline' if baseline else 'offline'}.jsimg")
         opts = [] if baseline else ["--run-queues"]
+        skip = float(os.environ.get("SKIP", "0"))
+        if skip > 0:
+            doc = json.loads(subprocess.run([sonda, "services", trace, "--format", "json"], check=True,
+                                            capture_output=True, text=True).stdout)
+            opts += ["--from", f"{doc['whole']['begin_s'] + skip:.9f}s"]
         subprocess.run([sonda, "model", trace, "-o", jsimg] + opts + extra, check=True, capture_output=True)
-        m = measured(os.path.join(d, f"{tag}.csv"), cpus)
+        m = measured(os.path.join(d, f"{tag}.csv"), cpus, skip)
         p = predicted_mva(venv, jsimg) if baseline else predicted(venv, jsimg, cpus, samples)
         for c in CLASSES:
             e = [(p[c][i] - m[c][i]) / m[c][i] * 100 for i in range(3)]

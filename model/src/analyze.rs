@@ -17,9 +17,9 @@ use sonda_timeline::names::method_labels;
 use sonda_timeline::{
     Consumer, DriveError, DriveOptions, Driven, Frame, Timeline, Trace, TraceError,
 };
-use sonda_trace::{ReadError, Record, Source, TraceMeta};
+use sonda_trace::{ReadError, Record, Source, Time, TraceMeta};
 
-use crate::collect::Collector;
+use crate::collect::{Collector, Period};
 use crate::figures::{
     self, Checks, DamageFacts, MethodName, Services, SkippedFacts, TraceFacts, SCHEMA, VERSION,
 };
@@ -33,6 +33,10 @@ pub struct Options {
     pub methods: Vec<String>,
     /// Window length (ns), for per-window figures.
     pub window_ns: Option<u64>,
+    /// Only the calls that enter at or after this time (ns from the trace's origin).
+    pub from_ns: Option<u64>,
+    /// Only the calls that enter before this time (ns from the trace's origin).
+    pub to_ns: Option<u64>,
 }
 
 impl Options {
@@ -45,6 +49,16 @@ impl Options {
     /// Adds per-window figures, windows of `ns`.
     pub fn with_window_ns(mut self, ns: u64) -> Options {
         self.window_ns = Some(ns);
+        self
+    }
+
+    /// Restricts the observation period to the calls that enter in `[from, to)` (ns
+    /// from the trace's origin, as `sonda paraver --from/--to`): a run's warm-up (class
+    /// loading, JIT compilation) is not the steady state a queueing model predicts,
+    /// and its waits inflate every mean measured over the whole run.
+    pub fn with_period_ns(mut self, from: Option<u64>, to: Option<u64>) -> Options {
+        self.from_ns = from;
+        self.to_ns = to;
         self
     }
 }
@@ -85,6 +99,24 @@ pub enum ServicesError {
     },
     /// The window is zero.
     BadWindow,
+    /// `--from` is not before `--to`.
+    BadPeriod {
+        /// From (ns from the origin).
+        from_ns: u64,
+        /// To (ns from the origin).
+        to_ns: u64,
+    },
+    /// No call of the selected methods enters within `--from`/`--to`.
+    EmptyPeriod {
+        /// The trace.
+        path: PathBuf,
+        /// From (ns from the origin).
+        from_ns: u64,
+        /// To (ns from the origin), if given.
+        to_ns: Option<u64>,
+        /// The trace's span, origin to end (ns).
+        span_ns: u64,
+    },
     /// The window would cut the trace into more than [`MAX_WINDOWS`] windows.
     TooManyWindows {
         /// The trace.
@@ -145,6 +177,25 @@ impl fmt::Display for ServicesError {
                 }
             }
             ServicesError::BadWindow => write!(f, "--window must be longer than 0 s"),
+            ServicesError::BadPeriod { from_ns, to_ns } => write!(
+                f,
+                "--from {} s is not before --to {} s",
+                *from_ns as f64 / 1e9,
+                *to_ns as f64 / 1e9
+            ),
+            ServicesError::EmptyPeriod {
+                path,
+                from_ns,
+                to_ns,
+                span_ns,
+            } => write!(
+                f,
+                "{}: no call of the selected methods enters between {} s and {} (the trace spans {:.3} s)",
+                path.display(),
+                *from_ns as f64 / 1e9,
+                to_ns.map_or("its end".to_string(), |t| format!("{} s", t as f64 / 1e9)),
+                *span_ns as f64 / 1e9
+            ),
             ServicesError::TooManyWindows {
                 path,
                 window_ns,
@@ -225,6 +276,11 @@ impl Options {
     fn filter(&self) -> Result<MethodFilter, ServicesError> {
         if self.window_ns == Some(0) {
             return Err(ServicesError::BadWindow);
+        }
+        if let (Some(from_ns), Some(to_ns)) = (self.from_ns, self.to_ns) {
+            if from_ns >= to_ns {
+                return Err(ServicesError::BadPeriod { from_ns, to_ns });
+            }
         }
         let filter = MethodFilter::parse(&self.methods).map_err(ServicesError::Filter)?;
         if filter.uses_annotations() {
@@ -363,6 +419,12 @@ pub fn analyze(mut trace: Trace, opts: &Options) -> Result<Analysis, ServicesErr
         col: Collector::new(
             selected,
             opts.window_ns.unwrap_or(u64::MAX),
+            Period {
+                from: Time(trace.origin().0.saturating_add(opts.from_ns.unwrap_or(0))),
+                to: opts
+                    .to_ns
+                    .map_or(Time(u64::MAX), |t| Time(trace.origin().0.saturating_add(t))),
+            },
             meta.threads.keys().copied(),
         ),
         ids: &ids,
@@ -405,6 +467,14 @@ pub fn analyze(mut trace: Trace, opts: &Options) -> Result<Analysis, ServicesErr
     }
     let has_calls = col.methods.iter().any(|m| !m.calls.is_empty());
     let (Some(grid), true) = (col.grid, has_calls) else {
+        if col.outside_period > 0 {
+            return Err(ServicesError::EmptyPeriod {
+                path,
+                from_ns: opts.from_ns.unwrap_or(0),
+                to_ns: opts.to_ns,
+                span_ns: end.since(origin),
+            });
+        }
         let traced = ids
             .iter()
             .zip(&called)

@@ -11,6 +11,11 @@
 //! first enter; the last window ends at the last exit. Calls belong to the window in
 //! which they end (throughput, demands), arrivals to the window in which they enter.
 //!
+//! `--from`/`--to` narrow the period to the calls that enter within them ([`Period`]):
+//! the period then runs from the first such enter to the last such call's exit, and
+//! calls that enter outside it are left out whole (a call that entered during a
+//! warm-up is not counted even if it ends after it).
+//!
 //! State intervals arrive late (when they end) and the last exit is known only at the
 //! end, so CPU time is added to its windows as it comes and the intervals that reach
 //! past the latest exit are kept until a later exit passes them: at the end, their
@@ -87,6 +92,19 @@ impl Grid {
     }
 }
 
+/// The calls that count: those that enter in `[from, to)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Period {
+    pub from: Time,
+    pub to: Time,
+}
+
+impl Period {
+    fn holds(&self, enter: Time) -> bool {
+        self.from <= enter && enter < self.to
+    }
+}
+
 /// The sink that gathers everything (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Collector {
@@ -94,6 +112,9 @@ pub(crate) struct Collector {
     selected: FxHashMap<Frame, usize>,
     pub methods: Vec<MethodCalls>,
     width: u64,
+    period: Period,
+    /// Calls of selected methods left out because they entered outside the period.
+    pub outside_period: u64,
     pub grid: Option<Grid>,
     pub last_exit: Option<Time>,
     /// Running time per process, per window, from the first enter on.
@@ -113,6 +134,7 @@ impl Collector {
     pub fn new(
         selected: FxHashMap<Frame, usize>,
         width: u64,
+        period: Period,
         followed: impl IntoIterator<Item = sonda_trace::Tid>,
     ) -> Collector {
         let n = selected.len();
@@ -120,6 +142,8 @@ impl Collector {
             selected,
             methods: (0..n).map(|_| MethodCalls::default()).collect(),
             width,
+            period,
+            outside_period: 0,
             grid: None,
             last_exit: None,
             cpu: FxHashMap::default(),
@@ -195,6 +219,10 @@ impl CallSink for Collector {
         let Some(&m) = self.selected.get(&call.frame) else {
             return;
         };
+        if !self.period.holds(call.begin) {
+            self.outside_period += 1;
+            return;
+        }
         self.flight(m, call.end, -1);
         self.methods[m].calls.push(*call);
         if !self.pids.contains(&call.pid) {
@@ -209,6 +237,9 @@ impl CallSink for Collector {
         let Some(&m) = self.selected.get(&enter.frame) else {
             return;
         };
+        if !self.period.holds(enter.at.time) {
+            return;
+        }
         if self.grid.is_none() {
             self.grid = Some(Grid {
                 start: enter.at.time,

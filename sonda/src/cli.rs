@@ -300,6 +300,9 @@ pub struct ServicesArgs {
     #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = parse_seconds)]
     pub window: Option<f64>,
 
+    #[command(flatten)]
+    pub period: PeriodArgs,
+
     /// Output: a table for a person, JSON (schema in docs/services-schema.md) or CSV.
     #[arg(long, value_enum, default_value_t = ServicesFormat::Table)]
     pub format: ServicesFormat,
@@ -322,6 +325,21 @@ pub struct ServicesArgs {
     /// wall.svg; an old one of sonda's is replaced).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+}
+
+/// `--from`/`--to` of `sonda services` and `sonda model`: the calls they count.
+#[derive(Args, Debug, Default, Clone, Copy)]
+pub struct PeriodArgs {
+    /// Count only the calls that enter from this time on (from the trace's start, as
+    /// in `sonda paraver`: 1.5s, 200ms, 30us or ns), e.g. to leave out a warm-up.
+    // Hyphen values reach the parser, which says that a time cannot be negative.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = sonda_paraver::parse_time)]
+    pub from: Option<u64>,
+
+    /// Count only the calls that enter before this time (from the trace's start, as
+    /// --from).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = sonda_paraver::parse_time)]
+    pub to: Option<u64>,
 }
 
 /// `sonda services --format`.
@@ -352,6 +370,9 @@ pub struct ModelArgs {
     /// 1000).
     #[arg(long = "methods", value_name = "FILTER")]
     pub methods: Vec<String>,
+
+    #[command(flatten)]
+    pub period: PeriodArgs,
 
     /// Service times as JMT Replayer distributions over the measured samples
     /// (JMT only) instead of fitted distributions.

@@ -14,7 +14,9 @@ use crate::output::{self, Inputs, NewDir, NewFile};
 /// Writes the model and says what is in it, one line per class.
 pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
     crate::limits::check_patterns("--methods", &args.methods)?;
-    let opts = Options::default().with_methods(args.methods);
+    let opts = Options::default()
+        .with_methods(args.methods)
+        .with_period_ns(args.period.from, args.period.to);
     opts.check()?;
     let inputs = Inputs::new(&[&args.trace]);
     let samples = samples_dir(&args.output);
@@ -82,8 +84,9 @@ pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
     for c in &model.classes {
         match (c.traced, c.population) {
             (true, _) => say!(
-                "sonda:   {}: {:.2} calls/s, CPU demand {:.3} ms in {:.2} visits, blocked {:.3} ms in {:.2} phases, wall {:.3} ms",
+                "sonda:   {}: {} calls, {:.2} calls/s, CPU demand {:.3} ms in {:.2} visits, blocked {:.3} ms in {:.2} phases, wall {:.3} ms",
                 c.name,
+                c.calls,
                 c.arrival_rate(),
                 c.cpu_mean * 1e3,
                 c.visits,

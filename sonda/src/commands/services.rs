@@ -23,7 +23,9 @@ pub fn run(args: ServicesArgs) -> anyhow::Result<i32> {
         .map(|r| ClassRule::parse(r))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!(e))?;
-    let mut opts = Options::default().with_methods(args.methods);
+    let mut opts = Options::default()
+        .with_methods(args.methods)
+        .with_period_ns(args.period.from, args.period.to);
     if let Some(secs) = args.window {
         opts = opts.with_window_ns(((secs * 1e9).round() as u64).max(1));
     }

@@ -48,12 +48,84 @@ fn a_negative_time_is_said_to_be_negative() {
         vec!["paraver", t, "-o", o, "--from", "-1s"],
         vec!["paraver", t, "-o", o, "--from=-1s"],
         vec!["paraver", t, "-o", o, "--to", "-5"],
+        vec!["services", t, "--from", "-1s"],
+        vec!["model", t, "-o", o, "--to=-2ms"],
     ] {
         let out = run_sonda(&args);
         assert_one_line_error(&out, "cannot be negative");
         assert_eq!(out.status.code(), Some(2));
     }
     assert_eq!(names_in(dir.path()), ["a"]);
+}
+
+#[test]
+fn a_period_that_holds_no_call_or_ends_before_it_begins_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("a");
+    // Calls enter at 1 ms, 6 ms, ... 96 ms from the trace's start.
+    calls_trace(100, 20, 4).write(&trace).unwrap();
+    let t = trace.to_str().unwrap();
+    let o = dir.path().join("m.jsimg");
+    let o = o.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["services", t, "--from", "2s", "--to", "1s"],
+            "--from 2 s is not before --to 1 s",
+        ),
+        (
+            vec!["model", t, "-o", o, "--from", "50ms", "--to", "50ms"],
+            "is not before",
+        ),
+        (
+            vec!["services", t, "--from", "97ms"],
+            "no call of the selected methods enters between 0.097 s and its end",
+        ),
+        (
+            vec!["model", t, "-o", o, "--from", "2ms", "--to", "6ms"],
+            "enters between 0.002 s and 0.006 s",
+        ),
+    ] {
+        let out = run_sonda(&args);
+        assert_one_line_error(&out, says);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+    }
+    assert_eq!(names_in(dir.path()), ["a"]);
+}
+
+#[test]
+fn a_period_counts_the_calls_that_enter_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("a");
+    calls_trace(100, 20, 4).write(&trace).unwrap();
+    let t = trace.to_str().unwrap();
+    // Enters at 1 + 5i ms: [10 ms, 41 ms) holds i = 2..=7 (11, 16, ... 36 ms), six calls;
+    // the one at 6 ms, still running at 10 ms, is not counted.
+    let out = run_sonda(&["services", t, "--calls", "--from", "10ms", "--to", "41ms"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = String::from_utf8_lossy(&out.stdout).into_owned();
+    let begins: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(5).unwrap())
+        .collect();
+    assert_eq!(begins.len(), 6, "{csv}");
+    let out = run_sonda(&["services", t, "--format", "json", "--from", "10ms"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let whole = &doc["whole"];
+    assert!(
+        (whole["begin_s"].as_f64().unwrap() - 0.011).abs() < 1e-9,
+        "{whole}"
+    );
+    assert_eq!(whole["methods"][0]["calls"].as_u64(), Some(18), "{whole}");
 }
 
 #[test]

@@ -48,6 +48,15 @@ struct Measured {
     u: f64,
 }
 
+/// Seconds of load, from the first call, left out of both sides: the JVM's warm-up
+/// (class loading, JIT compilation: the first half second of a run waits two to
+/// three times as long as the rest, 2026-12-07) is not the steady state a queueing
+/// model predicts.
+const WARMUP_S: f64 = 1.0;
+
+/// Seconds ServiceDemo runs: the warm-up, then 3 s measured.
+const SECONDS: &str = "4";
+
 fn measured(csv: &Path, cpus: f64) -> BTreeMap<String, Measured> {
     let text = std::fs::read_to_string(csv).unwrap();
     let mut lines = text.lines();
@@ -66,6 +75,8 @@ fn measured(csv: &Path, cpus: f64) -> BTreeMap<String, Measured> {
             )
         })
         .collect();
+    let warm = rows.iter().map(|r| r.1).min().unwrap() + (WARMUP_S * 1e9) as u64;
+    let rows: Vec<_> = rows.into_iter().filter(|r| r.1 >= warm).collect();
     let first = rows.iter().map(|r| r.1).min().unwrap();
     let last = rows.iter().map(|r| r.1 + r.2).max().unwrap();
     let span = (last - first) as f64 / 1e9;
@@ -158,7 +169,16 @@ fn predicted(venv: &Path, jsimg: &Path, cpus: f64) -> BTreeMap<String, Measured>
 /// +50% to +85% in a disturbed run. With the kernel task filter on (the default since
 /// these runs), one run: browse -6.1% to +4.7%, search +1.3% to +4.0%, checkout -9.0%
 /// to -7.1% alone; -7.2% to +14.4% beside the hog, found CPU-bound; X within 0.1%, U
-/// within 3%. Run it with `--ignored` to see the figures.
+/// within 3%. Both sides leave out the first second of load since 2026-12-07
+/// ([`WARMUP_S`]); one run: alone browse -6.5% to +6.7%, search +3.8% to +9.4%,
+/// checkout -8.9% to -5.1% (7 of 9 over 5%, against -6.5%..+22.5% on the same
+/// machine with the warm-up in), U within 1.7% (was 5.5%); beside the hog browse
+/// -7.2% to +7.2%, search +12.4% to +26.1%, checkout -9.2% to +12.7%. What is left alone
+/// is one bias per class: search predicted slow and checkout fast at every load. The
+/// model splits a call's CPU evenly over its visits; the trace shows one long visit
+/// (search 1.0 ms, checkout 2.2 ms) and short ones (20-45 us) whose waits after a
+/// short block are long (checkout's second visit: 311 us mean, median 6 us). Run it
+/// with `--ignored` to see the figures.
 #[test]
 #[ignore = "issue 14: response-time accuracy not reached yet (run with --ignored)"]
 fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
@@ -201,7 +221,7 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
                 .arg("-cp")
                 .arg(&classes)
                 .args(["demo.ServiceDemo", "--workers", &workers.to_string()])
-                .args(["--rate", &rate.to_string(), "--seconds", "3", "--out"])
+                .args(["--rate", &rate.to_string(), "--seconds", SECONDS, "--out"])
                 .arg(&csv)
                 .arg("--dir")
                 .arg(dir.join("data"));
@@ -231,10 +251,13 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
             }
 
             let jsimg = dir.join(format!("{tag}.jsimg"));
+            let first_s = doc["whole"]["begin_s"].as_f64().unwrap();
             let model = run(Command::new(sonda())
                 .arg("model")
                 .arg(&trace)
                 .arg("--run-queues")
+                .arg("--from")
+                .arg(format!("{:.0}ns", (first_s + WARMUP_S) * 1e9))
                 .arg("-o")
                 .arg(&jsimg));
             assert!(model.status.success(), "{}", text(&model.stderr));

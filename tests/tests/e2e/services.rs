@@ -300,6 +300,7 @@ fn services_match_the_jvm_and_line_solves_the_model() {
         .skip(1)
         .all(|l| l.contains("demo.ServiceDemo::search")));
     assert!(csv.lines().count() > 10);
+    period_counts_the_calls_that_enter_in_it(&trace, &jvm, dir.path());
     // Windows.
     let win = services(&[trace.to_str().unwrap(), "--window", "1"]);
     assert!(win.status.success(), "{}", text(&win.stderr));
@@ -446,6 +447,62 @@ fn services_match_the_jvm_and_line_solves_the_model() {
             (r_blocked - blocked).abs() <= 0.02 * blocked,
             "{class}: blocked {blocked} s vs LINE {r_blocked} s"
         );
+    }
+}
+
+/// `--from`/`--to` (from the trace's start) keep exactly the calls that enter between
+/// them, in `sonda services` and `sonda model`: the JVM's own list of calls, cut at
+/// the same instants, is the truth. Each cut lies in a gap of 200 us or more between
+/// two calls' starts, so the trace's enter reading up to 20 us early cannot move a
+/// call across it.
+fn period_counts_the_calls_that_enter_in_it(trace: &Path, jvm: &[JvmCall], dir: &Path) {
+    let t = trace.to_str().unwrap();
+    let all = services(&[t, "--format", "json"]);
+    assert!(all.status.success(), "{}", text(&all.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
+    let first_s = doc["whole"]["begin_s"].as_f64().unwrap();
+    let first = jvm.iter().map(|c| c.start).min().unwrap();
+    let mut starts: Vec<u64> = jvm.iter().map(|c| c.start).collect();
+    starts.sort_unstable();
+    let cut_after = |from: usize| {
+        let i = (from..starts.len() - 1)
+            .find(|&i| starts[i + 1] - starts[i] >= 200_000)
+            .expect("no gap of 200 us between two calls");
+        (starts[i] + starts[i + 1]) / 2
+    };
+    let (from, to) = (cut_after(starts.len() / 3), cut_after(starts.len() * 2 / 3));
+    // The trace's time of a JVM instant: the first call's start is the first enter.
+    let at = |ns: u64| format!("{}ns", (first_s * 1e9).round() as u64 + (ns - first));
+    let (from_arg, to_arg) = (at(from), at(to));
+    let expected = |class: &str| {
+        jvm.iter()
+            .filter(|c| c.class == class && (from..to).contains(&c.start))
+            .count()
+    };
+    let cut = services(&[t, "--calls", "--from", &from_arg, "--to", &to_arg]);
+    assert!(cut.status.success(), "{}", text(&cut.stderr));
+    let calls = read_trace_calls(&text(&cut.stdout));
+    let model = dir.join("period.jsimg");
+    let made = run(Command::new(sonda())
+        .arg("model")
+        .arg(trace)
+        .args(["--from", &from_arg, "--to", &to_arg, "-o"])
+        .arg(&model));
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let said = text(&made.stderr);
+    for class in CLASSES {
+        let n = expected(class);
+        assert!(n > 50, "{class}: {n} calls in the period");
+        assert_eq!(
+            calls.iter().filter(|c| c.class == class).count(),
+            n,
+            "{class}: calls in [{from_arg}, {to_arg})"
+        );
+        let line = said
+            .lines()
+            .find(|l| l.contains(&format!("demo.ServiceDemo::{class}:")))
+            .unwrap_or_else(|| panic!("sonda model said nothing of {class}: {said}"));
+        assert!(line.contains(&format!(": {n} calls,")), "{line}");
     }
 }
 
