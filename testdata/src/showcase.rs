@@ -295,7 +295,7 @@ pub fn showcase() -> TraceBuilder {
         )
         .at(478, ThreadEnd { tid: t(104) })
         .at(480, TaskExit { tid: t(104) })
-        .at(490, sw(c1, 104, 0x1, 0))
+        .at(490, sw(c1, 104, 0x10, 0))
         .at(
             500,
             Waking {

@@ -692,8 +692,7 @@ impl Timeline {
 
     fn ends_on_switch_out(&self, i: usize, prev_state: u64) -> bool {
         let s = &self.tracks[i].sched;
-        !s.is_ended()
-            && (s.is_exiting() || SwitchOut::from_prev_state(prev_state) == SwitchOut::Dead)
+        !s.is_ended() && SwitchOut::from_prev_state(prev_state) == SwitchOut::Dead
     }
 
     fn enter(&mut self, tid: Tid, frame: Frame, time: Time, event: &Event, out: &mut impl Sink) {
