@@ -15,7 +15,7 @@ use crate::parts::{Component, Parts};
 pub const FIGURES_HEADER: &str = "window_begin_s,window_end_s,method,calls,throughput_per_s,arrival_rate_per_s,in_flight,scope,component,count,mean_ns,sd_ns,min_ns,p50_ns,p90_ns,p99_ns,max_ns,zero_fraction,best_fit,best_ks";
 
 /// The header of [`write_calls`].
-pub const CALLS_HEADER: &str = "method,tid,thread,depth,exit,begin_ns,end_ns,wall_ns,cpu_ns,runnable_ns,stolen_ns,sleeping_ns,uninterruptible_ns,other_ns,monitor_ns,gc_ns,excl_wall_ns,excl_cpu_ns,excl_runnable_ns,excl_stolen_ns,excl_sleeping_ns,excl_uninterruptible_ns,excl_other_ns,excl_monitor_ns,excl_gc_ns,blocked_phases";
+pub const CALLS_HEADER: &str = "method,tid,thread,depth,exit,begin_ns,end_ns,wall_ns,cpu_ns,runnable_ns,stolen_ns,sleeping_ns,uninterruptible_ns,other_ns,monitor_ns,gc_ns,excl_wall_ns,excl_cpu_ns,excl_runnable_ns,excl_stolen_ns,excl_sleeping_ns,excl_uninterruptible_ns,excl_other_ns,excl_monitor_ns,excl_gc_ns,blocked_phases,first_visit_ns";
 
 /// The CSV writer: the `csv` crate quotes a field when it holds a comma, a quote or a
 /// line break (method and thread names may), and doubles its quotes.
@@ -141,6 +141,7 @@ pub fn write_calls<'a>(
             parts(&mut w, &c.inclusive)?;
             parts(&mut w, &c.exclusive)?;
             int(&mut w, c.blocked_phases)?;
+            int(&mut w, c.first_visit_ns)?;
             w.write_record(None::<&[u8]>)?;
         }
     }
@@ -156,7 +157,7 @@ mod tests {
         use sonda_timeline::{Frame, ThreadIx};
         use sonda_trace::{Pid, Time};
         assert_eq!(FIGURES_HEADER.split(',').count(), 20);
-        assert_eq!(CALLS_HEADER.split(',').count(), 26);
+        assert_eq!(CALLS_HEADER.split(',').count(), 27);
         let parts = |wall| Parts {
             wall,
             cpu: wall,
@@ -174,6 +175,7 @@ mod tests {
             inclusive: parts(20),
             exclusive: parts(5),
             blocked_phases: 1,
+            first_visit_ns: 12,
         };
         let calls = [call(7), call(8)];
         let threads: FxHashMap<Tid, String> = [
@@ -196,7 +198,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], CALLS_HEADER);
-        let tail = "1,normal,10,30,20,20,0,0,0,0,0,0,0,5,5,0,0,0,0,0,0,0,1";
+        let tail = "1,normal,10,30,20,20,0,0,0,0,0,0,0,5,5,0,0,0,0,0,0,0,1,12";
         assert_eq!(
             lines[1],
             format!("\"a.B::m(II)V,x\",7,\"pool-1, \"\"worker\"\"\",{tail}")
@@ -212,6 +214,6 @@ mod tests {
         assert_eq!(&rows[0][0], "a.B::m(II)V,x");
         assert_eq!(&rows[0][2], "pool-1, \"worker\"");
         assert_eq!(&rows[1][0], "say \"hi\"");
-        assert!(rows.iter().all(|r| r.len() == 26));
+        assert!(rows.iter().all(|r| r.len() == 27));
     }
 }

@@ -327,6 +327,7 @@ mod tests {
             inclusive: parts,
             exclusive: parts,
             blocked_phases: phases,
+            first_visit_ns: cpu,
         }
     }
 
