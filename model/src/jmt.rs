@@ -233,6 +233,10 @@ pub struct ModelClass {
     pub visits: f64,
     /// Measured mean CPU demand per call (s), over all its visits.
     pub cpu_mean: f64,
+    /// Measured mean CPU of a call's first visit (s), before its first block
+    /// ([`CallRecord::first_visit_ns`]): how unlike the others it is tells how far the
+    /// even split of `cpu` over the visits is from the trace.
+    pub first_visit_mean: f64,
     /// CPU service time of one visit.
     pub cpu: Service,
     /// Mean blocked phases per call (`visits - 1`).
@@ -454,6 +458,7 @@ pub fn build(
             traced: true,
             visits,
             cpu_mean,
+            first_visit_mean: top.iter().map(|c| c.first_visit_ns as f64).sum::<f64>() / n / 1e9,
             cpu: cpu_service,
             blocked_phases: phases,
             blocked_mean,
@@ -527,6 +532,7 @@ fn background_classes(b: &BackgroundLoad) -> Vec<ModelClass> {
         traced: false,
         visits: 1.0,
         cpu_mean: stretch,
+        first_visit_mean: stretch,
         cpu: Service::Fitted(Params::Exponential {
             rate: 1.0 / stretch,
         }),
@@ -1467,6 +1473,7 @@ mod tests {
                 traced: true,
                 visits: 1.0,
                 cpu_mean: 0.001,
+                first_visit_mean: 0.001,
                 cpu: Service::Deterministic(0.001),
                 blocked_phases: 0.0,
                 blocked_mean: 0.0,
@@ -1603,6 +1610,7 @@ mod tests {
                 traced: true,
                 visits: 2.0,
                 cpu_mean: 0.008,
+                first_visit_mean: 0.008,
                 cpu: Service::Fitted(Params::Exponential { rate: 250.0 }),
                 blocked_phases: 1.0,
                 blocked_mean: 0.003,
@@ -1715,6 +1723,7 @@ mod tests {
             traced: true,
             visits: 1.0 + p,
             cpu_mean: 0.002,
+            first_visit_mean: 0.002,
             cpu: Service::Fitted(Params::Exponential { rate: 500.0 }),
             blocked_phases: p,
             blocked_mean: 0.003,

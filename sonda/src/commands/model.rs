@@ -84,12 +84,13 @@ pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
     for c in &model.classes {
         match (c.traced, c.population) {
             (true, _) => say!(
-                "sonda:   {}: {} calls, {:.2} calls/s, CPU demand {:.3} ms in {:.2} visits, blocked {:.3} ms in {:.2} phases, wall {:.3} ms",
+                "sonda:   {}: {} calls, {:.2} calls/s, CPU demand {:.3} ms in {:.2} visits (the first {:.3} ms), blocked {:.3} ms in {:.2} phases, wall {:.3} ms",
                 c.name,
                 c.calls,
                 c.arrival_rate(),
                 c.cpu_mean * 1e3,
                 c.visits,
+                c.first_visit_mean * 1e3,
                 c.blocked_mean * 1e3,
                 c.blocked_phases,
                 c.wall_mean * 1e3

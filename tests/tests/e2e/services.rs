@@ -539,6 +539,17 @@ fn period_counts_the_calls_that_enter_in_it(trace: &Path, jvm: &[JvmCall], dir: 
             .find(|l| l.contains(&format!("demo.ServiceDemo::{class}:")))
             .unwrap_or_else(|| panic!("sonda model said nothing of {class}: {said}"));
         assert!(line.contains(&format!(": {n} calls,")), "{line}");
+        // The first visit as `--calls` gives it, averaged over the same calls.
+        let first = mean(
+            calls
+                .iter()
+                .filter(|c| c.class == class)
+                .map(|c| c.first_visit as f64),
+        );
+        assert!(
+            line.contains(&format!("(the first {:.3} ms)", first / 1e6)),
+            "{line}: first visit {first} ns"
+        );
     }
 }
 
