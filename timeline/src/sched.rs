@@ -226,9 +226,6 @@ enum Life {
     /// No record has named the thread yet: the open interval's state is presumed.
     Unseen,
     Alive,
-    /// `TaskExit` seen: it may still be preempted or sleep; its switch-out as dead
-    /// ends it.
-    Exiting,
     Ended,
 }
 
@@ -384,9 +381,8 @@ impl Sched {
         let after = ThreadState::after_switch_out(SwitchOut::from_prev_state(prev_state));
         if let Some(mark) = self.charge_mark.take() {
             let tail = at.since(mark);
-            let next = after;
             let stale = !self.clock_dated && self.charged.is_some_and(|by| stale_clock(by, tail));
-            if let Some(next) = next.filter(|_| stale && mark >= self.since) {
+            if let Some(next) = after.filter(|_| stale && mark >= self.since) {
                 // Switched out with the scheduler's clock last updated at that charge
                 // (see `stale_clock`): the kernel counts the thread queued (preempted)
                 // or off its books (asleep) from there. What it was charged beyond its
@@ -586,13 +582,15 @@ impl Sched {
     /// With tracepoints its switch-out as dead (`X`/`Z`) ends it, not its first
     /// switch-out from here: a thread can be preempted or sleep in `D` while it
     /// exits and run again (7 of 26 threads of a ServiceDemo run, back up to 0.9 ms
-    /// later; the JVM's main thread 5 ms later in another). From `/proc` samples
-    /// nothing more will come, so it ends here.
+    /// later; the JVM's main thread 5 ms later in another), so nothing changes here
+    /// but that a record has named it. From `/proc` samples nothing more will come, so
+    /// it ends here.
     pub fn task_exit(&mut self, at: Time, source: Source, out: &mut impl Sink) {
         match self.life {
             Life::Ended => {}
             _ if source == Source::Procfs => self.end(at, out),
-            _ => self.life = Life::Exiting,
+            Life::Unseen => self.life = Life::Alive,
+            Life::Alive => {}
         }
     }
 
