@@ -396,7 +396,7 @@ pub struct Events<R = File> {
     last: Option<Time>,
     /// Compact blocks: the time the next record's difference is from.
     prev: u64,
-    /// The switch whose charge was delivered last, delivered next (see
+    /// The record whose carried record was delivered last, delivered next (see
     /// [`Items::take_held`]).
     held: Option<Record>,
     stopped: bool,
@@ -440,7 +440,7 @@ impl<R: Read> Events<R> {
         loop {
             let start = self.pos;
             let item = match self.held.take() {
-                Some(switch) => Some(Ok(Item::Record(switch))),
+                Some(carrier) => Some(Ok(Item::Record(carrier))),
                 None => {
                     let mut items =
                         Items::with(&block.payload[start..], block.header.encoding, self.prev);
@@ -461,6 +461,8 @@ impl<R: Read> Events<R> {
                 Ok(_) => continue,
                 Err(_) => "a record that does not decode",
             };
+            // The rest of the block goes, the record carrying the refused one with it.
+            self.held = None;
             self.pos = block.payload.len();
             let region = rest_of_block(block, start, self.delivered, what);
             return Some(Err(self.reader.note(region)));
