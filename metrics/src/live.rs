@@ -463,6 +463,7 @@ pub(crate) mod tests {
                         target: cpu,
                         wakee: main,
                         new_task: false,
+                        waking: None,
                     },
                 ),
                 r(143_186_367, switch(burner, 0, main)),

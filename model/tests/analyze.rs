@@ -50,6 +50,7 @@ fn workload(path: &std::path::Path) {
                     target: Cpu(0),
                     wakee: Tid(11),
                     new_task: false,
+                    waking: None,
                 },
             )
             .at(b + 3_000_000, sw(0, 0, 11))

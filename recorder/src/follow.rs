@@ -556,7 +556,8 @@ mod tests {
             &mut r(Event::Wakeup {
                 target: Cpu(1),
                 wakee: Tid(102),
-                new_task: false
+                new_task: false,
+                waking: None,
             }),
             &mut metas
         ));

@@ -82,6 +82,7 @@ mod tests {
             target: Cpu(0),
             wakee: Tid(5),
             new_task: false,
+            waking: None,
         });
         see(switch(0, 0, 5)); // woken: fine
         see(switch(5, 0x2, 6)); // 5 blocks in I/O; 6 is not followed

@@ -208,6 +208,7 @@ impl Busy {
                             target: cpu,
                             wakee,
                             new_task: false,
+                            waking: None,
                         },
                     )?;
                     runnable.push_back(wakee);
@@ -251,6 +252,7 @@ impl Busy {
                         target: cpu,
                         wakee,
                         new_task: false,
+                        waking: None,
                     },
                 )?;
                 runnable.push_back(wakee);

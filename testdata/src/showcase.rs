@@ -139,6 +139,7 @@ pub fn showcase() -> TraceBuilder {
                 target: c1,
                 wakee: t(201),
                 new_task: false,
+                waking: None,
             },
         )
         .at(270, sw(c1, 102, 0x1, 201))
@@ -164,6 +165,7 @@ pub fn showcase() -> TraceBuilder {
                 target: c0,
                 wakee: t(103),
                 new_task: false,
+                waking: None,
             },
         )
         .at(295, sw(c0, 101, 0x1, 103))
@@ -220,6 +222,7 @@ pub fn showcase() -> TraceBuilder {
                 target: c1,
                 wakee: t(104),
                 new_task: true,
+                waking: None,
             },
         )
         .at(410, sw(c1, 0, 0, 104))
@@ -276,6 +279,7 @@ pub fn showcase() -> TraceBuilder {
                 target: c1,
                 wakee: t(104),
                 new_task: false,
+                waking: None,
             },
         )
         .at(460, sw(c1, 0, 0, 104))
@@ -310,6 +314,7 @@ pub fn showcase() -> TraceBuilder {
                 target: c1,
                 wakee: t(101),
                 new_task: false,
+                waking: None,
             },
         )
         .at(510, sw(c1, 0, 0, 101))
@@ -319,6 +324,7 @@ pub fn showcase() -> TraceBuilder {
                 target: c1,
                 wakee: t(201),
                 new_task: false,
+                waking: None,
             },
         )
         .at(600, sw(c1, 101, 0, 201))

@@ -1151,6 +1151,7 @@ mod tests {
             target: Cpu(0),
             wakee: tid,
             new_task: false,
+            waking: None,
         };
         assert_eq!(
             evidence(&wake, tid, Source::Tracepoints),

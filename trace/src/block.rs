@@ -12,12 +12,13 @@ pub const FILE_MAGIC: &[u8; 8] = b"SONDATRC";
 /// the compact encoding of events blocks (`Encoding::Compact`, header byte 5), which
 /// a reader of major 1 would take for damage. Major 3 lets a switch carry its
 /// switch-out's CPU-time charge (`Event::Switch`'s `charge`): a reader of major 2
-/// would skip those trailing fields and lose the charge without a word.
-pub const MAJOR: u16 = 3;
+/// would skip those trailing fields and lose the charge without a word. Major 4 lets a
+/// wakeup carry its waking (`Event::Wakeup`'s `waking`), for the same reason.
+pub const MAJOR: u16 = 4;
 /// The oldest major version this reader reads (every 1.x file reads as before).
 pub const OLDEST_MAJOR: u16 = 1;
 /// The format's minor version: adds record kinds, and fields at the end of a record's
-/// body, only; older readers skip them. 3.0 holds every record kind of 2.1.
+/// body, only; older readers skip them. 4.0 holds every record kind of 3.0.
 pub const MINOR: u16 = 0;
 /// Size of the file header: magic, major, minor, flags.
 pub const FILE_HEADER_LEN: usize = 16;

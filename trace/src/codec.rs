@@ -3,7 +3,7 @@
 //! reader skips tags it does not know (a newer minor version) instead of failing.
 //! Integers are little-endian; strings are a LEB128 length then UTF-8 bytes.
 
-use crate::record::{ChargedBy, Event, Meta, Record, Runtime, Source, SwitchCharge};
+use crate::record::{CarriedWaking, ChargedBy, Event, Meta, Record, Runtime, Source, SwitchCharge};
 use crate::types::{Cpu, Pid, Tid, Time};
 
 /// A payload that does not decode: a corrupt or foreign file.
@@ -252,8 +252,13 @@ fn event_body(b: &mut Body<'_>, event: &Event) -> u8 {
             target,
             wakee,
             new_task,
+            waking,
         } => {
             b.u16(target.0).u32(wakee.0).u8(*new_task as u8);
+            // Trailing fields (format 4.0), as a switch's charge.
+            if let Some(w) = waking {
+                b.u16(w.cpu.0).u32(w.waker.0).u32(w.before_ns);
+            }
             tag::WAKEUP
         }
         Event::Migrate { tid, from, to } => {
@@ -523,6 +528,17 @@ impl<'a> Fields<'a> {
             before_ns: self.u32()?,
         }))
     }
+    /// A wakeup's trailing waking (format 4.0), `None` in an older record.
+    fn wakeup_waking(&mut self) -> Result<Option<CarriedWaking>, DecodeError> {
+        if self.pos == self.buf.len() {
+            return Ok(None);
+        }
+        Ok(Some(CarriedWaking {
+            cpu: self.cpu()?,
+            waker: self.tid()?,
+            before_ns: self.u32()?,
+        }))
+    }
     /// A trailing `u8` a later minor version added, `None` in an older record.
     fn rest_u8(&mut self) -> Result<Option<u8>, DecodeError> {
         if self.pos == self.buf.len() {
@@ -621,7 +637,8 @@ pub struct Items<'a> {
     /// The time of the last timed record returned (the block's first time before the
     /// first): a charge taken out of a switch ([`Record::unfold`]) never goes before it.
     floor: u64,
-    /// The switch whose charge was returned last, returned next.
+    /// The record whose carried record (a switch's charge, a wakeup's waking) was
+    /// returned last, returned next.
     held: Option<Record>,
 }
 
@@ -645,7 +662,7 @@ impl<'a> Items<'a> {
         }
     }
 
-    /// The switch whose charge [`Iterator::next`] just returned, which it would return
+    /// The record whose carried record [`Iterator::next`] just returned, which it would return
     /// next: for a caller that decodes one item at a time from [`Items::position`],
     /// where a fresh `Items` would not know it.
     pub fn take_held(&mut self) -> Option<Record> {
@@ -668,8 +685,8 @@ impl Iterator for Items<'_> {
     type Item = Result<Item, DecodeError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(switch) = self.held.take() {
-            return Some(Ok(Item::Record(switch)));
+        if let Some(carrier) = self.held.take() {
+            return Some(Ok(Item::Record(carrier)));
         }
         if self.failed || self.pos >= self.buf.len() {
             return None;
@@ -719,16 +736,16 @@ impl Iterator for Items<'_> {
         };
         match item {
             Ok(Item::Record(record)) => {
-                // A switch carrying its switch-out's charge reads as the two records
-                // it stands for.
-                let (charge, switch) = record.unfold(self.floor);
-                self.floor = switch.time.0;
-                match charge {
-                    Some(charge) => {
-                        self.held = Some(switch);
-                        Some(Ok(Item::Record(charge)))
+                // A record carrying an earlier one (a switch its switch-out's charge,
+                // a wakeup its waking) reads as the two records it stands for.
+                let (earlier, carrier) = record.unfold(self.floor);
+                self.floor = carrier.time.0;
+                match earlier {
+                    Some(earlier) => {
+                        self.held = Some(carrier);
+                        Some(Ok(Item::Record(earlier)))
                     }
-                    None => Some(Ok(Item::Record(switch))),
+                    None => Some(Ok(Item::Record(carrier))),
                 }
             }
             Ok(other) => Some(Ok(other)),
@@ -796,6 +813,7 @@ fn decode_timed(tag: u8, time: Time, f: &mut Fields<'_>) -> Result<Item, DecodeE
             target: f.cpu()?,
             wakee: f.tid()?,
             new_task: f.bool()?,
+            waking: f.wakeup_waking()?,
         },
         tag::MIGRATE => Event::Migrate {
             tid: f.tid()?,

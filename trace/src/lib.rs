@@ -26,7 +26,8 @@ pub mod writer;
 pub use damage::{Damage, SkippedRegion};
 pub use reader::{ReadError, TraceReader};
 pub use record::{
-    ChargedBy, Event, Meta, Record, Runtime, Source, SwitchCharge, SWITCHES_CLOCK_DATED,
+    CarriedWaking, ChargedBy, Event, Meta, Record, Runtime, Source, SwitchCharge,
+    SWITCHES_CLOCK_DATED,
 };
 pub use scan::{
     Events, MethodInfo, NativeFunctionInfo, ProcessInfo, Removal, ThreadInfo, TraceInfo, TraceMeta,

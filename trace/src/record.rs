@@ -54,6 +54,13 @@ pub enum Event {
         wakee: Tid,
         /// Whether this is a new thread's first wakeup (`sched_wakeup_new`).
         new_task: bool,
+        /// The `sched_waking` of `wakee` written just before on the same CPU, carried
+        /// here by the recorder instead of in a [`Event::Waking`] record of its own: a
+        /// wakeup done by the waker itself is the two records a µs apart, a fifth of a
+        /// busy server's kernel records (format 4.0). Decoding puts that `Waking` back
+        /// before the wakeup ([`Record::unfold`]), so a wakeup read from a trace never
+        /// has one.
+        waking: Option<CarriedWaking>,
     },
     /// `sched_migrate_task`: the kernel moved `tid` from `from`'s run queue to `to`'s
     /// (`set_task_cpu`). It comes between `Waking` and `Wakeup` when a wakeup picks
@@ -246,13 +253,56 @@ pub struct SwitchCharge {
     pub before_ns: u32,
 }
 
+/// The `sched_waking` that came just before a wakeup, carried in its [`Event::Wakeup`]:
+/// the [`Event::Waking`] of the same wakee, less the wakee.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CarriedWaking {
+    /// The CPU the waker ran on.
+    pub cpu: Cpu,
+    /// The thread that woke the other.
+    pub waker: Tid,
+    /// How long before the wakeup the waking was written, ns.
+    pub before_ns: u32,
+}
+
 impl Record {
-    /// Splits a switch carrying its switch-out's charge into that charge (a `CpuTime`
-    /// of `prev`, written by itself, `before_ns` before the switch but never before
-    /// `floor`, the time of the record before it) and the bare switch; any other record
-    /// comes back as it is.
+    /// Splits a record carrying an earlier one into the two records it stands for: a
+    /// switch carrying its switch-out's charge into that charge (a `CpuTime` of `prev`,
+    /// written by itself) and the bare switch; a wakeup carrying its waking into that
+    /// `Waking` and the bare wakeup. The earlier record is dated `before_ns` before the
+    /// carrier but never before `floor`, the time of the record before it. Any other
+    /// record comes back as it is.
     pub fn unfold(self, floor: u64) -> (Option<Record>, Record) {
+        let earlier = |before_ns: u32| {
+            let at = self.time.0.saturating_sub(u64::from(before_ns));
+            Time(at.max(floor).min(self.time.0))
+        };
         match self.event {
+            Event::Wakeup {
+                target,
+                wakee,
+                new_task,
+                waking: Some(w),
+            } => {
+                let waking = Record {
+                    time: earlier(w.before_ns),
+                    event: Event::Waking {
+                        cpu: w.cpu,
+                        waker: w.waker,
+                        wakee,
+                    },
+                };
+                let wakeup = Record {
+                    time: self.time,
+                    event: Event::Wakeup {
+                        target,
+                        wakee,
+                        new_task,
+                        waking: None,
+                    },
+                };
+                (Some(waking), wakeup)
+            }
             Event::Switch {
                 cpu,
                 prev,
@@ -260,9 +310,8 @@ impl Record {
                 next,
                 charge: Some(c),
             } => {
-                let at = self.time.0.saturating_sub(u64::from(c.before_ns));
                 let charge = Record {
-                    time: Time(at.max(floor).min(self.time.0)),
+                    time: earlier(c.before_ns),
                     event: Event::CpuTime {
                         tid: prev,
                         ns: c.ns,
@@ -286,13 +335,39 @@ impl Record {
     }
 
     /// The records this one stands for in a trace as read: 2 for a switch carrying its
-    /// switch-out's charge, else 1.
+    /// switch-out's charge or a wakeup carrying its waking, else 1.
     pub fn count(&self) -> u32 {
+        match self.carried_before_ns() {
+            Some(_) => 2,
+            None => 1,
+        }
+    }
+
+    /// How long before this record the record it carries was written (a switch's
+    /// charge, a wakeup's waking), ns; `None` when it carries none.
+    pub fn carried_before_ns(&self) -> Option<u32> {
         match self.event {
             Event::Switch {
-                charge: Some(_), ..
-            } => 2,
-            _ => 1,
+                charge: Some(c), ..
+            } => Some(c.before_ns),
+            Event::Wakeup {
+                waking: Some(w), ..
+            } => Some(w.before_ns),
+            _ => None,
+        }
+    }
+
+    /// Brings the record this one carries up to `before_ns` before it (never further
+    /// back than it was); nothing when it carries none.
+    pub fn shorten_carried(&mut self, before_ns: u32) {
+        match &mut self.event {
+            Event::Switch {
+                charge: Some(c), ..
+            } => c.before_ns = c.before_ns.min(before_ns),
+            Event::Wakeup {
+                waking: Some(w), ..
+            } => w.before_ns = w.before_ns.min(before_ns),
+            _ => {}
         }
     }
 }

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use crate::block::{block_header, block_header_encoded, file_header_for, BlockKind};
 use crate::codec::{encode_meta, encode_record, encode_record_compact, Encoding};
-use crate::record::{Event, Meta, Record};
+use crate::record::{Meta, Record};
 
 /// Events blocks are cut at about this size; readers hold one block at a time.
 pub const BLOCK_TARGET: usize = 256 << 10;
@@ -69,39 +69,32 @@ impl<W: Write> TraceWriter<W> {
                 ),
             ));
         }
-        let Event::Switch {
-            charge: Some(c), ..
-        } = record.event
-        else {
+        let Some(before_ns) = record.carried_before_ns() else {
             return self.push(record, record.time.0);
         };
-        // A switch carrying its switch-out's charge: the charge reads back `before_ns`
-        // earlier (`Record::unfold`), never before the record written last.
+        // A record carrying an earlier one (a switch its switch-out's charge, a wakeup
+        // its waking): that one reads back `before_ns` earlier (`Record::unfold`), never
+        // before the record written last.
         let room = u32::try_from(record.time.0 - self.last).unwrap_or(u32::MAX);
         if self.encoding == Encoding::Fixed {
             // A 1.x file: readers of 1.5 and older would skip the trailing fields, so
             // the two records go apart.
-            let (charge, switch) = record.clone().unfold(self.last);
-            if let Some(charge) = charge {
-                self.push(&charge, charge.time.0)?;
+            let (earlier, carrier) = record.clone().unfold(self.last);
+            if let Some(earlier) = earlier {
+                self.push(&earlier, earlier.time.0)?;
             }
-            return self.push(&switch, switch.time.0);
+            return self.push(&carrier, carrier.time.0);
         }
-        if c.before_ns <= room {
-            return self.push(record, record.time.0 - u64::from(c.before_ns));
+        if before_ns <= room {
+            return self.push(record, record.time.0 - u64::from(before_ns));
         }
         let mut clamped = record.clone();
-        if let Event::Switch {
-            charge: Some(c), ..
-        } = &mut clamped.event
-        {
-            c.before_ns = room;
-        }
+        clamped.shorten_carried(room);
         self.push(&clamped, record.time.0 - u64::from(room))
     }
 
-    /// Queues a record in time order whose first record as read is at `starts` (a
-    /// switch's charge, before it).
+    /// Queues a record in time order whose first record as read is at `starts` (the
+    /// record it carries, before it).
     fn push(&mut self, record: &Record, starts: u64) -> io::Result<()> {
         if self.event_count == 0 {
             self.first = starts;

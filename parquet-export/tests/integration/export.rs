@@ -54,6 +54,7 @@ fn worker() -> TraceBuilder {
         target: Cpu(0),
         wakee: Tid(10),
         new_task: false,
+        waking: None,
     };
     b.at(100, enter(1))
         .at(150, enter(2))

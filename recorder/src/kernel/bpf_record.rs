@@ -150,6 +150,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
             target: Cpu(bb as u16),
             wakee: Tid(a),
             new_task: kind == K_WAKEUP_NEW,
+            waking: None,
         },
         // The program gives the new task's process (its tgid) itself.
         K_NEWTASK => Event::NewTask {
@@ -339,7 +340,8 @@ pub(crate) mod tests {
             Event::Wakeup {
                 target: Cpu(1),
                 wakee: Tid(12),
-                new_task: true
+                new_task: true,
+                waking: None,
             }
         );
         let hit = decode(&raw(9, 3, K_RENAME, 0, 12, 0, 0, "0123456789abcdef")).unwrap();

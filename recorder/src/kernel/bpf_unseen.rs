@@ -290,6 +290,7 @@ fn woken_unseen(
             target,
             wakee: tid,
             new_task: false,
+            waking: None,
         },
     });
     at

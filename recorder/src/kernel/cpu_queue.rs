@@ -33,7 +33,7 @@
 
 use std::collections::VecDeque;
 
-use sonda_trace::{ChargedBy, Cpu, Event, Record, SwitchCharge, Time};
+use sonda_trace::{CarriedWaking, ChargedBy, Cpu, Event, Record, SwitchCharge, Time};
 
 use super::resched_clock::{ClockNote, CpuNotes};
 use super::KernelStats;
@@ -290,6 +290,7 @@ impl CpuQueue {
             }
             let mut record = record;
             fold_charge(out, start, &mut record);
+            fold_waking(out, start, &mut record);
             out.push(record);
             stats.samples += 1;
         }
@@ -348,9 +349,10 @@ impl CpuQueue {
     }
 }
 
-/// The longest a switch-out's own CPU-time charge comes before its switch and is still
-/// carried in it (ns): the scheduler charges the task leaving a µs or so before
-/// `sched_switch`. A charge further back (a tick's, when the switch-out had nothing
+/// The longest a switch-out's own CPU-time charge comes before its switch, or a waking
+/// before its wakeup, and is still carried in it (ns): the scheduler charges the task
+/// leaving a µs or so before `sched_switch`, and `sched_waking` comes a µs or so before
+/// `sched_wakeup`. A charge further back (a tick's, when the switch-out had nothing
 /// left to charge) stays a record of its own: the trace's writer could have to move a
 /// carried charge later, up to the record written before the switch (another CPU's),
 /// and the timeline weighs a charge's time against the wall time on the CPU.
@@ -393,6 +395,59 @@ fn fold_charge(out: &mut Vec<Record>, start: usize, record: &mut Record) {
         before_ns: before as u32,
     });
     out.pop();
+}
+
+/// The most CPU-time charges that may stand between a waking and its wakeup for the
+/// two to be folded: a wakeup onto this CPU charges the waker as the woken thread is
+/// enqueued, one onto another CPU that CPU's running task (`update_curr`), both between
+/// the two tracepoints.
+const CHARGES_BETWEEN: usize = 2;
+
+/// Takes the waking of `record`'s thread into `record` when `record` is its wakeup, the
+/// waking went out on this CPU at most [`FOLD_WITHIN_NS`] before, and nothing but
+/// CPU-time charges ([`CHARGES_BETWEEN`] at most) went out between: a wakeup the waker
+/// did itself (both tracepoints fire in `try_to_wake_up`, on the waker's CPU), one
+/// record instead of two through every later stage ([`Event::Wakeup`]'s `waking`). A
+/// wakeup that picks another CPU has its migration between the two, and one the kernel
+/// hands to the target CPU (`ttwu_queue_wakelist`) is written there later: both stay
+/// two records. With charges between, the waking reads back after them (the writer
+/// keeps the time order: `Record::unfold`'s floor), up to a few µs late; nothing but the
+/// wake edge's start (`PendingWake::sent` in the timeline) reads its time. Only records
+/// this queue put into `out` (at or after `start`).
+fn fold_waking(out: &mut Vec<Record>, start: usize, record: &mut Record) {
+    let Event::Wakeup {
+        wakee,
+        waking: waking @ None,
+        ..
+    } = &mut record.event
+    else {
+        return;
+    };
+    let mut i = out.len();
+    while i > start && out.len() - i <= CHARGES_BETWEEN {
+        i -= 1;
+        match out[i].event {
+            Event::CpuTime { .. } => continue,
+            Event::Waking {
+                cpu,
+                waker,
+                wakee: woken,
+            } if woken == *wakee => {
+                let before = record.time.0.wrapping_sub(out[i].time.0);
+                if record.time.0 < out[i].time.0 || before > FOLD_WITHIN_NS {
+                    return;
+                }
+                *waking = Some(CarriedWaking {
+                    cpu,
+                    waker,
+                    before_ns: before as u32,
+                });
+                out.remove(i);
+                return;
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Appends `record` to `out` unless `foreign` says it is another program's (then counted
@@ -569,6 +624,99 @@ mod tests {
                 switch(10, 1, 2),
                 runtime(1_000, 2, 900),
                 switch(1_000 + FOLD_WITHIN_NS + 1, 2, 3),
+            ],
+        ];
+        for items in not_folded {
+            let mut q = CpuQueue::new(1);
+            let want: Vec<Record> = items.iter().map(|(r, _)| r.clone()).collect();
+            assert_eq!(release_folded(&mut q, &items), want);
+        }
+    }
+
+    fn wakeup(time: u64, waker: u32, wakee: u32) -> (Record, u32) {
+        let r = Record {
+            time: Time(time),
+            event: Event::Wakeup {
+                target: Cpu(0),
+                wakee: Tid(wakee),
+                new_task: false,
+                waking: None,
+            },
+        };
+        (r, waker)
+    }
+
+    fn woke(time: u64, waker: u32, wakee: u32, before_ns: u32) -> Record {
+        let (mut r, _) = wakeup(time, waker, wakee);
+        if let Event::Wakeup { waking, .. } = &mut r.event {
+            *waking = Some(CarriedWaking {
+                cpu: Cpu(1),
+                waker: Tid(waker),
+                before_ns,
+            });
+        }
+        r
+    }
+
+    /// A wakeup done by the waker itself, its waking just before it on this CPU (or
+    /// with the charges of the enqueue between), goes out carrying the waking; one
+    /// with a migration or another record between, of another thread, or too far
+    /// after its waking stays two records.
+    #[test]
+    fn a_wakeup_carries_its_waking_when_only_charges_come_between() {
+        let mut q = CpuQueue::new(1);
+        let out = release_folded(&mut q, &[waking(1_000, 2, 7), wakeup(1_800, 2, 7)]);
+        assert_eq!(out, vec![woke(1_800, 2, 7, 800)]);
+        assert_eq!(
+            as_read(out),
+            vec![waking(1_000, 2, 7).0, wakeup(1_800, 2, 7).0]
+        );
+
+        // The enqueue's charges stay where they were; the waking reads back after them
+        // once written (the writer's floor), here unfolded against 0.
+        let mut q = CpuQueue::new(1);
+        let items = [
+            waking(1_000, 2, 7),
+            runtime(1_300, 2, 500),
+            runtime(1_400, 5, 100),
+            wakeup(1_800, 2, 7),
+        ];
+        let out = release_folded(&mut q, &items);
+        assert_eq!(
+            out,
+            vec![
+                runtime(1_300, 2, 500).0,
+                runtime(1_400, 5, 100).0,
+                woke(1_800, 2, 7, 800)
+            ]
+        );
+
+        let migrate = Record {
+            time: Time(1_200),
+            event: Event::Migrate {
+                tid: Tid(7),
+                from: Cpu(0),
+                to: Cpu(1),
+            },
+        };
+        let not_folded = [
+            vec![waking(1_000, 2, 7), (migrate, 2), wakeup(1_800, 2, 7)],
+            vec![waking(1_000, 2, 7), wakeup(1_800, 2, 8)],
+            vec![
+                waking(1_000, 2, 7),
+                wakeup(1_500, 2, 8),
+                wakeup(1_800, 2, 7),
+            ],
+            vec![
+                waking(1_000, 2, 7),
+                runtime(1_100, 2, 50),
+                runtime(1_200, 2, 50),
+                runtime(1_300, 2, 50),
+                wakeup(1_800, 2, 7),
+            ],
+            vec![
+                waking(1_000, 2, 7),
+                wakeup(1_000 + FOLD_WITHIN_NS + 1, 2, 7),
             ],
         ];
         for items in not_folded {

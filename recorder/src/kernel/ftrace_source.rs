@@ -539,6 +539,7 @@ mod tests {
                     target: Cpu(num(want, "target_cpu") as u16),
                     wakee: Tid(num(want, "pid")),
                     new_task: want.name == "sched_wakeup_new",
+                    waking: None,
                 },
                 "task_newtask" => Event::NewTask {
                     parent: Tid(want.current),

@@ -280,6 +280,7 @@ impl SchedDecoder {
                     target: Cpu(layout.target_cpu.read_u32(raw)? as u16),
                     wakee: Tid(layout.pid.read_u32(raw)?),
                     new_task: *new_task,
+                    waking: None,
                 }
             }
             Kind::NewTask => {
@@ -451,7 +452,8 @@ pub(crate) mod tests {
             Some(Event::Wakeup {
                 target: Cpu(1),
                 wakee: Tid(7),
-                new_task: true
+                new_task: true,
+                waking: None,
             })
         );
         let thread = payload(

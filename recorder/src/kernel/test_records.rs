@@ -23,6 +23,7 @@ pub fn wakeup(time: u64, tid: u32, cpu: u16) -> Record {
             target: Cpu(cpu),
             wakee: Tid(tid),
             new_task: false,
+            waking: None,
         },
     }
 }

@@ -50,6 +50,7 @@ fn wakeup(wakee: Tid, target: u16) -> Event {
         target: Cpu(target),
         wakee,
         new_task: false,
+        waking: None,
     }
 }
 

@@ -452,6 +452,7 @@ fn a_proc_sample_in_a_tracepoint_trace_is_only_first_evidence() {
                 target: Cpu(0),
                 wakee: Tid(7),
                 new_task: false,
+                waking: None,
             },
         ),
         at(

@@ -25,6 +25,7 @@ fn sample_records() -> Vec<Record> {
             target: Cpu(1),
             wakee: Tid(12),
             new_task: true,
+            waking: None,
         },
         Event::Migrate {
             tid: Tid(12),
@@ -284,7 +285,7 @@ fn a_format_1_file_still_reads_and_compact_is_smaller() {
         records.len() as u64
     );
     let new = write_trace_in(Encoding::Compact, &records, &meta, true);
-    assert_eq!(&new[8..12], &[3, 0, 0, 0], "major 3, minor 0");
+    assert_eq!(&new[8..12], &[4, 0, 0, 0], "major 4, minor 0");
     // Method events dominate a busy trace: 18 bytes each in 1.x.
     let calls: Vec<Record> = (0..10_000u64)
         .map(|i| Record {
@@ -311,14 +312,14 @@ fn a_format_1_file_still_reads_and_compact_is_smaller() {
     );
 }
 
-/// A switch carrying its switch-out's charge (format 3.0) reads as the two records it
-/// stands for: the charge (written by the thread itself) `before_ns` ahead of the
-/// switch, then the bare switch; never before the record written ahead of it (the
+/// A switch carrying its switch-out's charge (format 3.0), or a wakeup its waking (4.0),
+/// reads as the two records it stands for: the charge (written by the thread itself) or
+/// the waking `before_ns` ahead, then the bare switch or wakeup; never before the record written ahead of it (the
 /// writer moves it up to that one), exactly placed at the start of a block (whose
 /// first time is then the charge's); in a 1.x file written as two records. Every way
 /// of reading agrees: the streaming reader, the blocks' items and the scan's count.
 #[test]
-fn a_switch_carrying_its_charge_reads_as_the_charge_then_the_switch() {
+fn a_record_carrying_an_earlier_one_reads_as_the_two() {
     let switch = |time, prev, next, charge| Record {
         time: Time(time),
         event: Event::Switch {
@@ -337,33 +338,55 @@ fn a_switch_carrying_its_charge_reads_as_the_charge_then_the_switch() {
             by: ChargedBy::Itself,
         },
     };
-    let wakeup = Record {
-        time: Time(600_000),
+    let wakeup = |time, wakee, waking| Record {
+        time: Time(time),
         event: Event::Wakeup {
             target: Cpu(0),
-            wakee: Tid(12),
+            wakee: Tid(wakee),
             new_task: false,
+            waking,
+        },
+    };
+    let waking = |time, waker, wakee| Record {
+        time: Time(time),
+        event: Event::Waking {
+            cpu: Cpu(1),
+            waker: Tid(waker),
+            wakee: Tid(wakee),
         },
     };
     let carrying = |ns, before_ns| Some(SwitchCharge { ns, before_ns });
+    let woken_by = |waker, before_ns| {
+        Some(CarriedWaking {
+            cpu: Cpu(1),
+            waker: Tid(waker),
+            before_ns,
+        })
+    };
     let written = [
         // A block's first record: its charge exactly 1.5 µs ahead.
         switch(500_000, 10, 11, carrying(700, 1_500)),
-        wakeup.clone(),
+        // A wakeup carrying its waking (format 4.0), 2 µs ahead.
+        wakeup(600_000, 12, woken_by(11, 2_000)),
         // 1.5 ms ahead would be before the wakeup: at the wakeup.
         switch(2_000_000, 11, 10, carrying(800, 1_500_000)),
         switch(5_000_000, 10, 0, carrying(900, 300)),
+        // Its waking 1 ms ahead would be before the switch: at the switch.
+        wakeup(5_500_000, 10, woken_by(12, 1_000_000)),
         // An older writer's switch: no charge.
         switch(6_000_000, 0, 10, None),
     ];
     let expected = vec![
         charge(498_500, 10, 700),
         switch(500_000, 10, 11, None),
-        wakeup.clone(),
+        waking(598_000, 11, 12),
+        wakeup(600_000, 12, None),
         charge(600_000, 11, 800),
         switch(2_000_000, 11, 10, None),
         charge(4_999_700, 10, 900),
         switch(5_000_000, 10, 0, None),
+        waking(5_000_000, 12, 10),
+        wakeup(5_500_000, 10, None),
         switch(6_000_000, 0, 10, None),
     ];
     for encoding in [Encoding::Compact, Encoding::Fixed] {
@@ -399,7 +422,7 @@ fn a_switch_carrying_its_charge_reads_as_the_charge_then_the_switch() {
         assert_eq!(meta.records, expected.len() as u64 + 1, "{encoding:?}");
         assert_eq!(meta.first_time, Some(Time(400_000)));
         let version = match encoding {
-            Encoding::Compact => [3, 0, 0, 0],
+            Encoding::Compact => [4, 0, 0, 0],
             Encoding::Fixed => [1, 0, 5, 0],
         };
         assert_eq!(bytes[8..12], version);

@@ -326,6 +326,7 @@ pub fn calls_trace(pid: u32, calls: u64, flush_every: usize) -> sonda_testdata::
                     target: Cpu(0),
                     wakee: Tid(tid),
                     new_task: false,
+                    waking: None,
                 },
             )
             .at(b + 2_000_000, sw(0, 0, tid))

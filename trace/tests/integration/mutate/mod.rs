@@ -145,10 +145,16 @@ pub fn recording(seed: u64, records: usize, per_cycle: usize) -> Trace {
                     waker: tid,
                     wakee: Tid(101 + rng.below(u64::from(tids)) as u32),
                 },
+                // Half of them carrying their waking (format 4.0).
                 2 => Event::Wakeup {
                     target: Cpu(rng.below(4) as u16),
                     wakee: tid,
                     new_task: false,
+                    waking: (rng.below(2) == 0).then(|| CarriedWaking {
+                        cpu: Cpu(rng.below(4) as u16),
+                        waker: Tid(101 + rng.below(u64::from(tids)) as u32),
+                        before_ns: rng.below(3000) as u32,
+                    }),
                 },
                 3 => Event::MonitorContended { tid, class: 1 },
                 4 => Event::User {
@@ -168,7 +174,12 @@ pub fn recording(seed: u64, records: usize, per_cycle: usize) -> Trace {
                 event,
             };
             w.record(&record).unwrap();
-            all.push(record);
+            // As read: a carried waking before its wakeup, never before the record
+            // written ahead of it.
+            let floor = all.last().map_or(0, |r: &Record| r.time.0);
+            let (waking, wakeup) = record.unfold(floor);
+            all.extend(waking);
+            all.push(wakeup);
         }
         w.flush().unwrap();
     }
