@@ -8,8 +8,9 @@ use std::process::{Command, Stdio};
 
 use crate::common::*;
 use sonda_shm::records::{ENTER, LEAVE, VM_INIT};
-use sonda_shm::Clock;
+use sonda_shm::{AgentState, Clock};
 use sonda_trace::Meta;
+use std::time::Duration;
 
 #[test]
 fn attach_names_live_threads_and_traces_loaded_classes() {
@@ -61,20 +62,17 @@ fn attach_names_live_threads_and_traces_loaded_classes() {
         text(&jcmd.stderr)
     );
     // Linking the probes and retransforming finish on the agent's own thread once the
-    // attach returned: wait for the method's description before letting main call it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !rec
-        .drain_metas()
-        .iter()
-        .any(|m| matches!(m, Meta::Method { name, .. } if name == "work"))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "work never instrumented: {:?}",
-            rec.drain_metas()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    // attach returned; the agent says it records once the retransformed class is in
+    // place. Not the method's description: that is written inside the class file hook,
+    // before the JVM installs the new class (main's 1000 calls once ran the old code in
+    // between, on a busy host: 0 traced).
+    rec.wait_state(AgentState::Recording, Duration::from_secs(20));
+    assert!(
+        rec.drain_metas()
+            .iter()
+            .any(|m| matches!(m, Meta::Method { name, .. } if name == "work")),
+        "work not instrumented"
+    );
     std::fs::write(&go, "").unwrap();
     // Sleepers may print their tid after main's "ready".
     loop {

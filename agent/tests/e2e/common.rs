@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use sonda_shm::config::AgentConfig;
 use sonda_shm::records::{self, RingRecord};
-use sonda_shm::{Clock, Geometry, Region};
+use sonda_shm::{AgentState, Clock, Geometry, Region};
 use sonda_trace::codec::{Item, Items};
 use sonda_trace::Meta;
 
@@ -76,6 +77,19 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// Waits up to `within` for the agent to say `want` in the buffer's header.
+    pub fn wait_state(&self, want: AgentState, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.region.agent_state() != want {
+            assert!(
+                Instant::now() < deadline,
+                "agent never reached {want:?}: {:?}",
+                self.drain_metas()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// A buffer file with the agent configuration `config`, given in its text form
     /// (`mode=attach\nmethods=A::b\n`) and written as the collector writes it.
     pub fn new(config: &str, clock: Clock) -> Recording {

@@ -109,18 +109,6 @@ impl Drop for Jvm {
     }
 }
 
-fn wait_state(rec: &Recording, want: AgentState) {
-    let deadline = Instant::now() + WAIT;
-    while rec.region.agent_state() != want {
-        assert!(
-            Instant::now() < deadline,
-            "agent never reached {want:?}: {:?}",
-            rec.drain_metas()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn method_id(d: &Drained, key: &str) -> u32 {
     *d.methods()
         .get(key)
@@ -148,7 +136,7 @@ fn a_second_attach_records_afresh_and_a_third_while_busy_is_refused() {
         Clock::Monotonic,
     );
     assert_eq!(jvm.attach(&a), attach_codes::OK);
-    wait_state(&a, AgentState::Recording);
+    a.wait_state(AgentState::Recording, WAIT);
     jvm.send("hold");
     jvm.send("work 1000");
     jvm.expect("worked");
@@ -160,7 +148,7 @@ fn a_second_attach_records_afresh_and_a_third_while_busy_is_refused() {
     }
     std::thread::sleep(Duration::from_millis(200));
     a.region.request_stop();
-    wait_state(&a, AgentState::Stopped);
+    a.wait_state(AgentState::Stopped, WAIT);
     jvm.send("work 500"); // after the stop: recorded nowhere
     jvm.expect("worked");
     let da = a.drain();
@@ -195,7 +183,7 @@ fn a_second_attach_records_afresh_and_a_third_while_busy_is_refused() {
         Clock::Monotonic,
     );
     assert_eq!(jvm.attach(&b), attach_codes::OK);
-    wait_state(&b, AgentState::Recording);
+    b.wait_state(AgentState::Recording, WAIT);
     // A third attach while the second records is refused, and leaves it running.
     let c = Recording::new("mode=attach\n", Clock::Monotonic);
     assert_eq!(jvm.attach(&c), attach_codes::BUSY);
@@ -206,7 +194,7 @@ fn a_second_attach_records_afresh_and_a_third_while_busy_is_refused() {
     jvm.send("release");
     jvm.expect("held");
     b.region.request_stop();
-    wait_state(&b, AgentState::Stopped);
+    b.wait_state(AgentState::Stopped, WAIT);
     jvm.send("work 100");
     jvm.expect("worked");
 
