@@ -366,6 +366,10 @@ impl<W: Write> Recording<W> {
                 "collector.bell_cycles",
                 self.agent.copier_bells().unwrap_or(self.bell_cycles),
             ),
+            c(
+                "collector.copier_retries",
+                self.agent.copier_retries().unwrap_or(0),
+            ),
             c("collector.cpu_ns", host::own_cpu_ns()),
             c("collector.elapsed_ns", elapsed.as_nanos() as u64),
         ];

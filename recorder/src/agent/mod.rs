@@ -411,6 +411,12 @@ impl AgentSource {
         self.copier.as_ref().map(|c| c.staging().bells())
     }
 
+    /// Times the copier looked again soon after a look that could not copy a ring
+    /// (`None` without a copier).
+    pub fn copier_retries(&self) -> Option<u64> {
+        self.copier.as_ref().map(|c| c.staging().retries())
+    }
+
     /// [`AgentSource::drain`] into a list: the packed runs' records (in slot order),
     /// then the decoded ones.
     #[cfg(test)]
@@ -842,6 +848,49 @@ mod tests {
             .map(|r| r.time.0)
             .collect();
         assert_eq!(times, (0..400).collect::<Vec<_>>());
+    }
+
+    /// A ring whose bell the copier answered while the cycle held the slot (taking
+    /// its staged bytes) is copied soon after the cycle lets go, with no new bell: its
+    /// producer rings once per drain, and the copier used to sleep a second after such
+    /// a look (two threads at 2.5 M calls a second dropped events that way).
+    #[test]
+    fn a_ring_the_copier_could_not_take_is_taken_soon_after_without_a_new_bell() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = AgentSource::create(&BufferPlace::here(dir.path()), &settings()).unwrap();
+        let agent: &'static Region = Box::leak(Box::new(Region::open(src.path()).unwrap()));
+        let p = agent.claim(std::process::id(), 79).unwrap();
+        let slot = (0..agent.slots())
+            .find(|&i| agent.slot_info(i).tid == 79)
+            .unwrap();
+        let staging = src.copier.as_ref().unwrap().staging();
+        let held = staging.slot(slot);
+        // 256-byte ring: 6 records are past its quarter (the bell) and its eighth
+        // (worth copying).
+        for t in 0..6 {
+            assert!(p.push(t, head(ENTER, 0, 0), 1));
+        }
+        let pending = agent.pending_bytes(slot);
+        assert!(pending > 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while src.copier_bells().unwrap() == 0 || src.copier_retries().unwrap() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the copier never answered the bell"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(agent.pending_bytes(slot), pending, "copied while held");
+        drop(held);
+        let let_go = std::time::Instant::now();
+        while agent.pending_bytes(slot) != 0 {
+            assert!(
+                let_go.elapsed() < std::time::Duration::from_millis(300),
+                "the ring was not copied {:?} after the cycle let go",
+                let_go.elapsed()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// The copier sleeps up to a second between doorbells; stopping wakes it, so the
