@@ -374,27 +374,32 @@ fn fold_charge(out: &mut Vec<Record>, start: usize, record: &mut Record) {
     if out.len() <= start {
         return;
     }
-    let Some(Record {
-        time,
-        event:
-            Event::CpuTime {
-                tid,
-                ns,
-                by: ChargedBy::Itself,
-            },
-    }) = out.last()
+    let Some(
+        last @ Record {
+            event:
+                Event::CpuTime {
+                    tid,
+                    ns,
+                    by: ChargedBy::Itself,
+                },
+            ..
+        },
+    ) = out.last()
     else {
         return;
     };
-    let before = record.time.0.wrapping_sub(time.0);
-    if *tid != *prev || record.time.0 < time.0 || before > FOLD_WITHIN_NS {
+    let Some(before_ns) = carried_gap(record.time, last.time).filter(|_| *tid == *prev) else {
         return;
-    }
-    *charge = Some(SwitchCharge {
-        ns: *ns,
-        before_ns: before as u32,
-    });
+    };
+    *charge = Some(SwitchCharge { ns: *ns, before_ns });
     out.pop();
+}
+
+/// How long before `later` the record at `earlier` came, when it is close enough to be
+/// carried in the later one ([`FOLD_WITHIN_NS`]).
+fn carried_gap(later: Time, earlier: Time) -> Option<u32> {
+    let before = later.0.checked_sub(earlier.0)?;
+    (before <= FOLD_WITHIN_NS).then_some(before as u32)
 }
 
 /// The most CPU-time charges that may stand between a waking and its wakeup for the
@@ -433,14 +438,13 @@ fn fold_waking(out: &mut Vec<Record>, start: usize, record: &mut Record) {
                 waker,
                 wakee: woken,
             } if woken == *wakee => {
-                let before = record.time.0.wrapping_sub(out[i].time.0);
-                if record.time.0 < out[i].time.0 || before > FOLD_WITHIN_NS {
+                let Some(before_ns) = carried_gap(record.time, out[i].time) else {
                     return;
-                }
+                };
                 *waking = Some(CarriedWaking {
                     cpu,
                     waker,
-                    before_ns: before as u32,
+                    before_ns,
                 });
                 out.remove(i);
                 return;
