@@ -39,10 +39,10 @@ jvmcpu() { local t; read -r -a t <<<"$(ticks "$JVM_PID")"; echo $((t[0] + t[1]))
 jvmsys() { local t; read -r -a t <<<"$(ticks "$JVM_PID")"; echo "${t[1]}"; }
 # The JVM's bytes written (the responses: no access log here), for its throughput.
 jvmwrites() { awk '/^wchar:/{print $2}' "/proc/$JVM_PID/io"; }
-# A B in odd rounds, B A in even ones: the second attach of a round cost about 5% more
-# sonda CPU whichever binary it was (the same two binaries in both orders, 2026-12-07:
-# B/A 1.052 +- 0.032 with one second, 1.042 +- 0.043 with the other), which a fixed
-# order charges to B.
+# A B in odd rounds, B A in even ones: the second attach of a round may cost more
+# sonda CPU whichever binary it is (2026-12-07, the same two binaries: 1.052 +- 0.032
+# and 1.042 +- 0.043 with each second in turn; 0.977 +- 0.095 in a third run), which a
+# fixed order would charge to B; alternating cancels it and a linear drift.
 for r in $(seq 1 $ROUNDS); do order="A B"; [ $((r % 2)) = 0 ] && order="B A"; for bin in $order; do
   b=${!bin}
   $b attach $JVM_PID -o $OUT/t-$r-$bin.trace "$@" 2>"$OUT/sonda-$r-$bin.log" & AP=$!
