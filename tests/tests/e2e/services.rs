@@ -448,9 +448,9 @@ fn services_match_the_jvm_and_line_solves_the_model() {
     for class in CLASSES {
         let t: Vec<&TraceCall> = calls.iter().filter(|c| c.class == class).collect();
         let x = t.len() as f64 / duration;
-        // The model's CPU service is the time a call held a virtual CPU: charged CPU
-        // time plus steal.
-        let util = t.iter().map(|c| (c.cpu + c.stolen) as f64).sum::<f64>() / 1e9 / duration / cpus;
+        // The model's CPU service is the CPU time charged to the call; what the
+        // hypervisor stole meanwhile is background load.
+        let util = t.iter().map(|c| c.cpu as f64).sum::<f64>() / 1e9 / duration / cpus;
         let ms = |f: &dyn Fn(&TraceCall) -> u64| mean(t.iter().map(|c| f(c) as f64)) / 1e6;
         // The CPU's throughput counts visits: a class's own is its source's.
         let (u_line, r_cpu, _) = predicted[&("CPU".to_string(), class.to_string())];
