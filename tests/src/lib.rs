@@ -27,6 +27,38 @@ pub use skip::{
     tracepoints_available,
 };
 
+/// A temporary directory that stays when the test holding it fails (dropped while
+/// panicking), and says where: a recording behind a rare failure can then be read.
+pub struct KeptOnFailure(Option<tempfile::TempDir>);
+
+impl KeptOnFailure {
+    /// A fresh temporary directory.
+    pub fn new() -> KeptOnFailure {
+        KeptOnFailure(Some(tempfile::tempdir().expect("a temporary directory")))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.0.as_ref().expect("held until dropped").path()
+    }
+}
+
+impl Default for KeptOnFailure {
+    fn default() -> KeptOnFailure {
+        KeptOnFailure::new()
+    }
+}
+
+impl Drop for KeptOnFailure {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            if std::thread::panicking() {
+                eprintln!("the test's files are kept in {}", dir.keep().display());
+            }
+        }
+    }
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -303,4 +335,27 @@ fn clean_error(status: &std::process::ExitStatus, err: &str, expect: &str) {
     );
     let lines: Vec<_> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one error line, got: {err}");
+}
+
+#[cfg(test)]
+mod kept_on_failure_tests {
+    use super::KeptOnFailure;
+
+    /// Gone after a passing test, kept after a failing one.
+    #[test]
+    fn a_failing_tests_directory_is_kept() {
+        let passed = KeptOnFailure::new();
+        let gone = passed.path().to_path_buf();
+        drop(passed);
+        assert!(!gone.exists());
+        let mut kept = std::path::PathBuf::new();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let failed = KeptOnFailure::new();
+            kept = failed.path().to_path_buf();
+            panic!("a failing test");
+        }));
+        assert!(result.is_err());
+        assert!(kept.is_dir());
+        std::fs::remove_dir(&kept).unwrap();
+    }
 }
