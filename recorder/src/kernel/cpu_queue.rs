@@ -388,7 +388,10 @@ fn fold_charge(out: &mut Vec<Record>, start: usize, record: &mut Record) {
     else {
         return;
     };
-    let Some(before_ns) = carried_gap(record.time, last.time).filter(|_| *tid == *prev) else {
+    if *tid != *prev {
+        return;
+    }
+    let Some(before_ns) = carried_gap(record.time, last.time) else {
         return;
     };
     *charge = Some(SwitchCharge { ns: *ns, before_ns });
