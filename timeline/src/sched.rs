@@ -50,8 +50,9 @@
 //!   the thread's Running stretches minus its charges (`debt`); when a charge leaves
 //!   more than [`STEAL_FLOOR_NS`] owed, that much of the stretch just before the charge
 //!   becomes [`ThreadState::Stolen`]. The amount is the kernel's to within the floor;
-//!   where it lies inside the stretch between two charges (a tick, 4 ms at 250 Hz) is
-//!   not known, and is put at its end. Below the floor the difference is the few µs
+//!   where it lies inside the stretch between two charges (a tick, 4 ms at 250 Hz; in
+//!   traces recorded through BPF, one charge per stretch, at its switch-out) is not
+//!   known, and is put at its end. Below the floor the difference is the few µs
 //!   between the scheduler's clock update and the tracepoints, which cancel over
 //!   switches (a charge starts a little before the switch-in record and ends a little
 //!   before the switch-out record), so the debt carries over from one stretch to the

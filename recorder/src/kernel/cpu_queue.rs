@@ -16,9 +16,10 @@
 //! ```
 //!
 //! The recovered switch is dated by the first CPU-time charge of the arriving task on
-//! this CPU (`sched_stat_runtime`, written at the next tick or before the task leaves
-//! the CPU): less its wall time on the CPU when the source gives it (the BPF programs,
-//! from `sched_info.last_arrival`), else less its runtime, the stretch since the
+//! this CPU (ftrace's `sched_stat_runtime`, written at the next tick or before the task
+//! leaves the CPU; the BPF source's, carried by its switch-out): less its wall time on
+//! the CPU when the source gives it (the BPF programs, from `sched_info.last_arrival`),
+//! else less its runtime, the stretch since the
 //! switch-in in the task clock, which leaves out stolen time (the switch-in then comes
 //! out late by the steal); never before the CPU's previous traced-task record; without
 //! such a charge among the records read so far, at its first event. Its `prev_state` is 0:
