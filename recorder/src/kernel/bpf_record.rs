@@ -21,7 +21,10 @@
 //! (the last two when the task is not traced). The reader unfolds them into a CPU-time
 //! charge before the switch ([`switch_charge`]), the record the programs' own charges
 //! (`sched_stat_runtime`, no longer recorded: a third of their runs) used to be. A
-//! migration's text holds the task's `sched_info.run_delay` as the move left it (`u64`
+//! waking's or wakeup's text holds the running task's wall time on its CPU since its
+//! switch-in (`u64` at 32, all ones unless that task is traced) and the record's time
+//! less the run queue's clock that was measured by (`u32` at 40). A migration's text
+//! holds the task's `sched_info.run_delay` as the move left it (`u64`
 //! at 32: a queued task is dequeued first, its wait so far added).
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
@@ -77,9 +80,11 @@ pub struct BpfHit {
     pub run_delay: Option<u64>,
     /// A CPU-time charge of a traced task: the wall time it has been on its CPU since
     /// its switch-in, by its run queue's clock (`sched_info.last_arrival`), which
-    /// counts what the charges leave out (steal).
+    /// counts what the charges leave out (steal). A waking or a wakeup written while a
+    /// traced task ran: that running task's (`current`'s), which dates its switch-in
+    /// when the programs did not report it (`CpuQueue::event_running_since`).
     pub on_cpu_ns: Option<u64>,
-    /// A charge with `on_cpu_ns`, and a switch: the record's time less the run queue's
+    /// A record with `on_cpu_ns`, and a switch: the record's time less the run queue's
     /// clock it was measured (a switch: dated) by, low 32 bits (differences of two are
     /// what matter: see `ClockLag`, `switch_clock`).
     pub clock_lag: Option<u32>,
@@ -131,7 +136,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
     let text = || str_at(b, 32, 16);
     let mut side = false;
     let (mut wait_ns, mut prev_traced, mut next_traced) = (None, false, false);
-    let mut run_delay = None;
+    let (mut run_delay, mut on_cpu_ns) = (None, None);
     let mut clock_lag = None;
     let event = match kind {
         K_SWITCH => {
@@ -149,17 +154,26 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
                 charge: None,
             }
         }
-        K_WAKING => Event::Waking {
-            cpu: Cpu(cpu),
-            waker: Tid(current),
-            wakee: Tid(a),
-        },
-        K_WAKEUP | K_WAKEUP_NEW => Event::Wakeup {
-            target: Cpu(bb as u16),
-            wakee: Tid(a),
-            new_task: kind == K_WAKEUP_NEW,
-            waking: None,
-        },
+        K_WAKING | K_WAKEUP | K_WAKEUP_NEW => {
+            on_cpu_ns = known_u64_at(b, 32)?;
+            if on_cpu_ns.is_some() {
+                clock_lag = Some(u32_at(b, 40)?);
+            }
+            if kind == K_WAKING {
+                Event::Waking {
+                    cpu: Cpu(cpu),
+                    waker: Tid(current),
+                    wakee: Tid(a),
+                }
+            } else {
+                Event::Wakeup {
+                    target: Cpu(bb as u16),
+                    wakee: Tid(a),
+                    new_task: kind == K_WAKEUP_NEW,
+                    waking: None,
+                }
+            }
+        }
         // The program gives the new task's process (its tgid) itself.
         K_NEWTASK => Event::NewTask {
             parent: Tid(current),
@@ -201,7 +215,7 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         prev_traced,
         next_traced,
         run_delay,
-        on_cpu_ns: None,
+        on_cpu_ns,
         clock_lag,
     })
 }
@@ -351,6 +365,16 @@ pub(crate) mod tests {
                 wakee: Tid(12)
             }
         );
+        // The running task's wall time on its CPU, and the clock's lag, when it is
+        // traced; all ones when not.
+        let mut waking = raw(9, 3, K_WAKING, 0, 12, 0, 0, "");
+        waking[32..40].copy_from_slice(&7_000u64.to_ne_bytes());
+        waking[40..44].copy_from_slice(&55u32.to_ne_bytes());
+        let hit = decode(&waking).unwrap();
+        assert_eq!((hit.on_cpu_ns, hit.clock_lag), (Some(7_000), Some(55)));
+        waking[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
+        let hit = decode(&waking).unwrap();
+        assert_eq!((hit.on_cpu_ns, hit.clock_lag), (None, None));
         let hit = decode(&raw(9, 3, K_WAKEUP_NEW, 0, 12, 1, 0, "")).unwrap();
         assert_eq!(
             hit.record.event,
