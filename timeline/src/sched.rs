@@ -52,7 +52,12 @@
 //!   becomes [`ThreadState::Stolen`]. The amount is the kernel's to within the floor;
 //!   where it lies inside the stretch between two charges (a tick, 4 ms at 250 Hz; in
 //!   traces recorded through BPF, one charge per stretch, at its switch-out) is not
-//!   known, and is put at its end. Below the floor the difference is the few µs
+//!   known, and is put at its end, but never before the latest call edge (a method's
+//!   enter or leave) in the stretch: the call took the time before it as running
+//!   (`Sched::running_ns`). What does not fit after the edge goes there in proportion
+//!   to the time after the edge, and the rest is left unplaced
+//!   (`ThreadStats::steal_unplaced_ns`: the thread's Running time is over the kernel's
+//!   by that much). Below the floor the difference is the few µs
 //!   between the scheduler's clock update and the tracepoints, which cancel over
 //!   switches (a charge starts a little before the switch-in record and ends a little
 //!   before the switch-out record), so the debt carries over from one stretch to the
@@ -167,6 +172,10 @@ pub struct ThreadStats {
     pub conflicts: u64,
     /// Agent records of this thread the agent dropped (`Event::Dropped`).
     pub dropped: u64,
+    /// Steal its charges showed that could not be placed, ns: it lay before a call edge
+    /// of the same stretch on a CPU, whose time had already been counted running (see
+    /// [`Sched::running_ns`]). Its Running time is over the kernel's by this much.
+    pub steal_unplaced_ns: u64,
 }
 
 /// What the thread's state was before `event`, when `event` is the first record that
@@ -260,6 +269,10 @@ pub(crate) struct Sched {
     /// The trace dates switches by the scheduler's clock itself (BPF recordings): the
     /// stale-clock rules below are not applied.
     clock_dated: bool,
+    /// The latest instant its open interval's state was read for a call edge
+    /// ([`Sched::running_ns`]): what was handed out as running up to there stays so
+    /// (see [`Sched::charge`]).
+    observed: Time,
     pub stats: ThreadStats,
 }
 
@@ -281,6 +294,7 @@ impl Sched {
             charged: None,
             debt: 0,
             clock_dated: false,
+            observed: origin,
             stats: ThreadStats::default(),
         }
     }
@@ -327,8 +341,11 @@ impl Sched {
         }
     }
 
-    /// Cumulative time on a CPU up to `at`.
-    pub fn running_ns(&self, at: Time) -> u64 {
+    /// Cumulative time on a CPU up to `at`, read at a call edge: the call's CPU time,
+    /// and its consumers' (the per-call join), take the open interval's state as it is
+    /// up to `at`, so no steal is placed before `at` from now on ([`Sched::charge`]).
+    pub fn running_ns(&mut self, at: Time) -> u64 {
+        self.observed = self.observed.max(at);
         let open = if self.state == ThreadState::Running {
             at.since(self.since)
         } else {
@@ -392,7 +409,9 @@ impl Sched {
                 // waiting stay the kernel's as for any other switch.
                 let kept = tail.min(self.debt.min(0).unsigned_abs());
                 self.debt += kept as i64;
-                self.become_(Time(mark.0 + kept), next, Some(cpu), out);
+                // Never before a call edge that took it as running (`running_ns`).
+                let left = Time(mark.0 + kept).max(self.observed.min(at));
+                self.become_(left, next, Some(cpu), out);
             } else {
                 self.debt += tail as i64;
             }
@@ -483,16 +502,38 @@ impl Sched {
             // Running since before the trace: the stretch's start is not known.
             return;
         };
-        self.debt += at.since(mark) as i64 - ns as i64;
+        let segment = at.since(mark);
+        self.debt += segment as i64 - ns as i64;
         self.debt = self.debt.max(-STEAL_FLOOR_NS);
         if self.debt > STEAL_FLOOR_NS {
-            // Never before the open interval (written out already by a `cut`).
-            let stolen = (self.debt as u64).min(at.since(self.since));
-            self.debt -= stolen as i64;
-            self.close(Time(at.0 - stolen), out);
-            self.state = ThreadState::Stolen;
-            self.close(at, out);
-            self.state = ThreadState::Running;
+            let owed = self.debt as u64;
+            // After the latest call edge of the stretch: the time before it was counted
+            // running for the calls already (`running_ns`), and a steal put there would
+            // make a call's states add up to more than its wall time (seen: a call
+            // 1.36 ms over, with one charge per stretch). What does not fit is taken to
+            // be spread over the segment as evenly as anything (its share after the edge
+            // goes there) and the rest is left unplaced.
+            let edge = self.observed.max(self.since);
+            let after_edge = at.since(edge);
+            let stolen = if self.observed > self.since && owed > after_edge {
+                let share =
+                    (u128::from(owed) * u128::from(after_edge) / u128::from(segment.max(1))) as u64;
+                let share = share.min(after_edge);
+                self.stats.steal_unplaced_ns += owed - share;
+                self.debt = 0;
+                share
+            } else {
+                // Never before the open interval (written out already by a `cut`).
+                let stolen = owed.min(at.since(self.since));
+                self.debt -= stolen as i64;
+                stolen
+            };
+            if stolen > 0 {
+                self.close(Time(at.0 - stolen), out);
+                self.state = ThreadState::Stolen;
+                self.close(at, out);
+                self.state = ThreadState::Running;
+            }
         }
     }
 
@@ -892,6 +933,57 @@ mod tests {
     /// What the kernel's charges leave out of a Running stretch is stolen, at the end
     /// of the stretch between the two charges; jitter below the floor is not, and is
     /// carried over (here it adds up to a steal the next stretch pays).
+    /// Steal is never put before a call edge of its stretch (`running_ns` read there):
+    /// the calls took that time as running. The recording that found it: a worker
+    /// switched in at 1878.587 ms, its vCPU stopped, a call entered at 1882.130 ms, and
+    /// the switch-out's one charge (231 µs for 3.925 ms) put 3.69 ms of steal across the
+    /// enter; the call's states added up to 1.36 ms more than its wall time.
+    #[test]
+    fn steal_stays_after_the_latest_call_edge_of_its_stretch() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Sleeping, Some(Cpu(0)));
+        s.wakeup(Time(0), Cpu(0), &mut out);
+        s.switch_in(Time(0), Cpu(0), &mut out);
+        // A call enters at 3.5 ms: 3.5 ms running as far as it knows.
+        assert_eq!(s.running_ns(Time(3_500_000)), 3_500_000);
+        // One charge for the stretch: 0.3 ms of CPU in 4 ms. 3.7 ms owed, 0.5 ms of
+        // room after the edge: its share of the segment (3.7 * 0.5 / 4) goes there.
+        s.charge(Time(4_000_000), 300_000, ChargedBy::Itself, &mut out);
+        s.switch_out(Time(4_000_001), Cpu(0), 0x1, &mut out);
+        s.finish(Time(5_000_000), &mut out);
+        assert_eq!(
+            out.0,
+            vec![
+                (0, 3_537_500, Running, Some(0)),
+                (3_537_500, 4_000_000, Stolen, Some(0)),
+                // The switch's own charge: the thread left at it (`stale_clock`).
+                (4_000_000, 5_000_000, Sleeping, Some(0)),
+            ]
+        );
+        assert_eq!(s.stats.steal_unplaced_ns, 3_700_000 - 462_500);
+        // Nothing carried to the next stretch.
+        assert_eq!(s.debt, 0);
+        // What fits after the edge goes at the end, as without one.
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Sleeping, Some(Cpu(0)));
+        s.wakeup(Time(0), Cpu(0), &mut out);
+        s.switch_in(Time(0), Cpu(0), &mut out);
+        s.running_ns(Time(1_000_000));
+        s.charge(Time(4_000_000), 3_700_000, ChargedBy::Itself, &mut out);
+        s.finish(Time(5_000_000), &mut out);
+        assert_eq!(
+            out.0,
+            vec![
+                (0, 3_700_000, Running, Some(0)),
+                (3_700_000, 4_000_000, Stolen, Some(0)),
+                (4_000_000, 5_000_000, Running, Some(0)),
+            ]
+        );
+        assert_eq!(s.stats.steal_unplaced_ns, 0);
+    }
+
     #[test]
     fn charges_short_of_the_wall_time_are_stolen() {
         let mut s = fresh();
