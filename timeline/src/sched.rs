@@ -464,7 +464,10 @@ impl Sched {
         }
         self.waking = false;
         let at = match clock {
-            Some(c) if self.state == ThreadState::Runnable && c < at => c.max(self.since),
+            // Never before a call edge that took it as waiting (`running_ns`).
+            Some(c) if self.state == ThreadState::Runnable && c < at => {
+                c.max(self.since).max(self.observed.min(at))
+            }
             _ => at,
         };
         self.become_(at, ThreadState::Running, Some(cpu), out);
@@ -982,6 +985,23 @@ mod tests {
             ]
         );
         assert_eq!(s.stats.steal_unplaced_ns, 0);
+    }
+
+    /// A switch-in dated by the scheduler's clock before a call edge read while the
+    /// thread waited runs from that edge: the call took the time before it as waiting.
+    #[test]
+    fn a_clock_dated_switch_in_stays_after_a_call_edge_read_while_waiting() {
+        let mut s = fresh();
+        let mut out = Intervals::default();
+        s.seed(Sleeping, Some(Cpu(0)));
+        s.wakeup(Time(0), Cpu(0), &mut out);
+        assert_eq!(s.running_ns(Time(50)), 0);
+        s.switch_in_on_clock(Time(100), Some(Time(30)), Cpu(0), &mut out);
+        s.finish(Time(200), &mut out);
+        assert_eq!(
+            out.0,
+            vec![(0, 50, Runnable, Some(0)), (50, 200, Running, Some(0))]
+        );
     }
 
     #[test]
