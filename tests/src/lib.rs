@@ -59,6 +59,19 @@ impl Drop for KeptOnFailure {
     }
 }
 
+/// A trace's `kernel.*` counters as `name=value` words: what the recorder says of its own
+/// reading (records lost, recovered, left out as another program's), printed beside a
+/// failure so that its cause can be told from the log.
+pub fn kernel_counters(meta: &sonda_trace::TraceMeta) -> String {
+    let words: Vec<String> = meta
+        .counters
+        .iter()
+        .filter(|(name, _)| name.starts_with("kernel."))
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    words.join(" ")
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

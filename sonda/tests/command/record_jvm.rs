@@ -160,12 +160,7 @@ fn agent_events_fall_inside_their_threads_running_intervals() {
     }
     // Rare (once in CI in many runs): say what the kernel records said around each, so
     // that the cause can be told from the failure's log (the CI machine's files are gone).
-    let counters: Vec<String> = meta
-        .counters
-        .iter()
-        .filter(|(name, _)| name.starts_with("kernel."))
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
+    let counters = sonda_tests::kernel_counters(&meta);
     let mut told = Vec::new();
     for &(tid, event) in outside.iter().take(3) {
         let t = event.time.0 as i64;
@@ -189,7 +184,7 @@ fn agent_events_fall_inside_their_threads_running_intervals() {
     panic!(
         "{} of {agent_events} agent events while their thread was off the CPU ({}):\n{}",
         outside.len(),
-        counters.join(" "),
+        counters,
         told.join("\n")
     );
 }

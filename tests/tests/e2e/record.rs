@@ -393,13 +393,7 @@ fn schedstat_agrees(bystander: Option<Bystander>, source: Source) {
     let kernel = kernel_view(&trace);
     // What the recorder says of its own reading, printed so that a failure can be told
     // apart: records lost, or left out as another program's by mistake.
-    let counters: Vec<String> = meta
-        .counters
-        .iter()
-        .filter(|(name, _)| name.starts_with("kernel."))
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
-    let counters = counters.join(" ");
+    let counters = sonda_tests::kernel_counters(&meta);
     eprintln!("{counters}");
 
     let mut failures = Vec::new();
