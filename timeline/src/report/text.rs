@@ -361,6 +361,12 @@ fn losses(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
     for (value, what) in repairs.into_iter().filter(|r| r.0 > 0) {
         t.row(vec![value.to_string(), what.into()]);
     }
+    if r.steal_unplaced_ns > 0 {
+        t.row(vec![
+            duration(r.steal_unplaced_ns),
+            "of steal not placed: before a call's enter or leave in its stretch on a CPU, counted running".into(),
+        ]);
+    }
     if t.is_empty() {
         return Ok(());
     }
