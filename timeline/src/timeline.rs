@@ -37,10 +37,6 @@ pub struct Repairs {
     pub unmatched_monitor: u64,
     /// Kernel records that contradicted a thread's state (summed over threads).
     pub sched_conflicts: u64,
-    /// Steal the charges showed but the timeline could not place, ns (summed over
-    /// threads, `ThreadStats::steal_unplaced_ns`): it lay before a call edge of its
-    /// stretch on a CPU, and is counted running.
-    pub steal_unplaced_ns: u64,
     /// Threads no record named: their state is presumed for the whole trace.
     pub unseen_threads: u64,
     /// Agent records of a thread after the kernel said it ended, ignored.
@@ -244,7 +240,6 @@ impl Timeline {
         let mut r = self.repairs.clone();
         for t in &self.tracks {
             r.sched_conflicts += t.sched.stats.conflicts;
-            r.steal_unplaced_ns += t.sched.stats.steal_unplaced_ns;
             r.unseen_threads += u64::from(t.sched.stats.unseen);
         }
         r

@@ -157,7 +157,25 @@ fn process(s: &ReportSummary, p: &ProcessSummary, out: &mut dyn Write) -> io::Re
         ]);
     }
     t.write(out, 2)?;
-    queued_asleep(p, out)
+    queued_asleep(p, out)?;
+    steal_unplaced(p, out)
+}
+
+/// The threads whose charges showed steal the timeline could not place: it came before
+/// a call's enter or leave in the same stretch on a CPU, and is in their running time.
+fn steal_unplaced(p: &ProcessSummary, out: &mut dyn Write) -> io::Result<()> {
+    let mut t = Table::headless(&[Align::Left, Align::Right]);
+    for th in p.threads.iter().filter(|th| th.stats.steal_unplaced_ns > 0) {
+        t.row(vec![th.name.clone(), duration(th.stats.steal_unplaced_ns)]);
+    }
+    if t.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  steal not placed (before a call's enter or leave in its stretch on a CPU; counted running, not stolen):"
+    )?;
+    t.write(out, 4)
 }
 
 /// The threads the kernel moved while they slept on a run queue (EEVDF's delayed
@@ -360,12 +378,6 @@ fn losses(s: &ReportSummary, out: &mut dyn Write) -> io::Result<()> {
     let mut t = Table::headless(&[Align::Right, Align::Left]);
     for (value, what) in repairs.into_iter().filter(|r| r.0 > 0) {
         t.row(vec![value.to_string(), what.into()]);
-    }
-    if r.steal_unplaced_ns > 0 {
-        t.row(vec![
-            duration(r.steal_unplaced_ns),
-            "of steal not placed: before a call's enter or leave in its stretch on a CPU, counted running".into(),
-        ]);
     }
     if t.is_empty() {
         return Ok(());
