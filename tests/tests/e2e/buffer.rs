@@ -624,15 +624,24 @@ fn files_planted_by_another_user_do_not_stop_an_attach() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The buffer file is the JVM's user's, and no one else's.
-    let buffer = wait_for("buffer file", || buffer_files_of(attach.id()));
+    // The buffer file is the JVM's user's, and no one else's. sonda creates it (0600,
+    // its own) and then gives it to that user: seen in between, it is still sonda's
+    // (a fresh-clone CI run read root's owner there).
     use std::os::unix::fs::MetadataExt;
-    let meta = buffer[0].metadata().unwrap();
+    let owners = wait_for("buffer file given to the JVM's user", || {
+        buffer_files_of(attach.id())
+            .into_iter()
+            .filter_map(|f| f.metadata().ok().map(|m| (f, m)))
+            .inspect(|(f, m)| assert_eq!(m.mode() & 0o777, 0o600, "{}", f.display()))
+            .filter(|(_, m)| (m.uid(), m.gid()) != (0, 0))
+            .collect()
+    });
+    let (buffer, meta) = &owners[0];
     assert_eq!(
         (meta.uid(), meta.gid(), meta.mode() & 0o777),
         (65534, 65534, 0o600),
         "{}",
-        buffer[0].display()
+        buffer.display()
     );
     let out = attach.wait_with_output().unwrap();
     let err = text(&out.stderr);
