@@ -50,9 +50,8 @@
 //!   the thread's Running stretches minus its charges (`debt`); when a charge leaves
 //!   more than [`STEAL_FLOOR_NS`] owed, that much of the stretch just before the charge
 //!   becomes [`ThreadState::Stolen`]. The amount is the kernel's to within the floor;
-//!   where it lies inside the stretch between two charges (a tick, 4 ms at 250 Hz; in
-//!   traces recorded through BPF, one charge per stretch, at its switch-out) is not
-//!   known, and is put at its end, but never before the latest call edge (a method's
+//!   where it lies inside the stretch between two charges (a tick, 4 ms at 250 Hz) is
+//!   not known, and is put at its end, but never before the latest call edge (a method's
 //!   enter or leave) in the stretch: the call took the time before it as running
 //!   (`Sched::running_ns`). What does not fit after the edge goes there in proportion
 //!   to the time after the edge, and the rest is left unplaced
@@ -513,7 +512,8 @@ impl Sched {
             // After the latest call edge of the stretch: the time before it was counted
             // running for the calls already (`running_ns`), and a steal put there would
             // make a call's states add up to more than its wall time (seen: a call
-            // 1.36 ms over, with one charge per stretch). What does not fit is taken to
+            // 1.36 ms over, with one charge per stretch, a design since withdrawn; with a
+            // charge every tick the same, smaller: 16 µs over). What does not fit is taken to
             // be spread over the segment as evenly as anything (its share after the edge
             // goes there) and the rest is left unplaced.
             let edge = self.observed.max(self.since);

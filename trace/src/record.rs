@@ -77,9 +77,7 @@ pub enum Event {
     },
     /// `sched_stat_runtime`: the scheduler charged `ns` of CPU time to `tid`, which is
     /// running, for the stretch since its previous charge (at every tick, at its
-    /// switch-out, when its run queue is updated, possibly from another CPU). Recorded
-    /// through sonda's BPF programs, one per stretch on a CPU, at its switch-out (the
-    /// task's `se.sum_exec_runtime` then less at its switch-in). The charge
+    /// switch-out, when its run queue is updated, possibly from another CPU). The charge
     /// counts the task clock, which leaves out what the hypervisor stole from the
     /// virtual CPU (and, on kernels with `IRQ_TIME_ACCOUNTING`, interrupt time): the
     /// difference between a stretch's wall time and its charges is time the thread was

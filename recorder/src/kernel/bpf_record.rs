@@ -1,31 +1,25 @@
 //! Decoding of the records the BPF scheduler programs write (`bpf/sched.bpf.c`) from
 //! byte slices (no I/O, no `unsafe`).
 //!
-//! Every record is 48 bytes, in the machine's byte order; a switch adds the CPU time of
-//! the stretch it ends, an exec its file name:
+//! Every record is 48 bytes, in the machine's byte order; an exec adds its file name:
 //!
 //! ```text
 //!  0 time u64 (CLOCK_MONOTONIC)   8 current u32 (running tid)   12 kind u16   14 cpu u16
 //! 16 a u32                        20 b u32                      24 c u64      32 text [16]
-//! 48 runtime u64   56 run_delay u64   64 on_cpu u64              (switch only)
-//! 48 filename [256]                                              (exec only)
+//! 48 filename [256]  (exec only)
 //! ```
 //!
 //! A switch's text holds the run-queue wait ending with its switch-in as the kernel
 //! measures it (`u64` at 32, all ones when not known), flags (`u8` at 40: 1 the task
 //! leaving is traced, 2 the one arriving is, 4 the clock was read) and its time less
-//! the run queue's clock, low 32 bits (`u32` at 44). After the text, for the task
-//! leaving: the CPU time of the stretch the switch ends (its `se.sum_exec_runtime`
-//! less what it was at the switch-in), its `sched_info.run_delay` and its wall time on
-//! the CPU since its switch-in by the run queue's clock, each all ones when not known
-//! (the last two when the task is not traced). The reader unfolds them into a CPU-time
-//! charge before the switch ([`switch_charge`]), the record the programs' own charges
-//! (`sched_stat_runtime`, no longer recorded: a third of their runs) used to be. A
-//! waking's or wakeup's text holds the running task's wall time on its CPU since its
-//! switch-in (`u64` at 32, all ones unless that task is traced) and the record's time
-//! less the run queue's clock that was measured by (`u32` at 40). A migration's text
-//! holds the task's `sched_info.run_delay` as the move left it (`u64`
-//! at 32: a queued task is dequeued first, its wait so far added).
+//! the run queue's clock, low 32 bits (`u32` at 44, as a charge's `b`). A charge's text
+//! holds the task's `sched_info.run_delay` (`u64` at 32) and its wall time on its CPU
+//! since its switch-in by its run queue's clock (`u64` at 40), each all ones when the
+//! task is not traced. A waking's or wakeup's text holds the running task's wall time
+//! on its CPU since its switch-in (`u64` at 32, all ones unless that task is traced)
+//! and the record's time less the run queue's clock that was measured by (`u32` at
+//! 40). A migration's text holds the task's `sched_info.run_delay` as the move left it
+//! (`u64` at 32: a queued task is dequeued first, its wait so far added).
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's
@@ -37,8 +31,6 @@ use super::bytes::{u16_at, u32_at, u64_at};
 
 /// Bytes of a record.
 pub const RECORD_BYTES: usize = 48;
-/// Bytes of a switch record: a record and the stretch's CPU time.
-pub const SWITCH_BYTES: usize = RECORD_BYTES + 24;
 /// Bytes of an exec's file name after its record.
 pub const FILENAME_BYTES: usize = 256;
 
@@ -51,6 +43,7 @@ const K_EXIT: u16 = 6;
 const K_EXEC: u16 = 7;
 const K_RENAME: u16 = 8;
 const K_MIGRATE: u16 = 9;
+const K_CHARGE: u16 = 10;
 
 /// One decoded record.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,8 +57,7 @@ pub struct BpfHit {
     /// A migration or a CPU-time charge: events the kernel writes about a task from any
     /// task's context, which the ftrace source reads from its unfiltered instance and
     /// which take part in the per-CPU queue only to date recovered switches
-    /// (`CpuQueue::unfiltered_event`). The charges here are the switches' own
-    /// ([`switch_charge`]), which go the same way.
+    /// (`CpuQueue::unfiltered_event`).
     pub side: bool,
     /// A switch: the kernel's run-queue wait of the task arriving, ending now (`None`
     /// when not known or not traced).
@@ -145,7 +137,6 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
             prev_traced = flags & PREV_TRACED != 0;
             next_traced = flags & NEXT_TRACED != 0;
             clock_lag = (flags & CLOCK_KNOWN != 0).then_some(u32_at(b, 44)?);
-            b.get(..SWITCH_BYTES)?;
             Event::Switch {
                 cpu: Cpu(cpu),
                 prev: Tid(a),
@@ -200,6 +191,17 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
                 to: Cpu(c as u16),
             }
         }
+        K_CHARGE => {
+            side = true;
+            clock_lag = Some(bb);
+            run_delay = known_u64_at(b, 32)?;
+            on_cpu_ns = known_u64_at(b, 40)?;
+            Event::CpuTime {
+                tid: Tid(a),
+                ns: c,
+                by: ChargedBy::of(Tid(a), Tid(current)),
+            }
+        }
         _ => return None,
     };
     b.get(..RECORD_BYTES)?;
@@ -217,46 +219,6 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
         run_delay,
         on_cpu_ns,
         clock_lag,
-    })
-}
-
-/// The CPU-time charge a switch record (`b`, decoded as `switch`) carries for the task
-/// leaving: the CPU time of the stretch it ends, a ns before the switch, as the kernel's
-/// own charge at the switch-out (`put_prev_task`'s) came just before it, with the
-/// task's run_delay and wall time on the CPU when it is traced. `None` when the program
-/// did not know it, or when `wanted` says no (another program's charge dates only a
-/// switch-in the programs did not report: see `CpuQueue::unfiltered_event`).
-pub fn switch_charge(
-    b: &[u8],
-    switch: &BpfHit,
-    wanted: impl FnOnce(u32) -> bool,
-) -> Option<BpfHit> {
-    let Event::Switch { prev, .. } = switch.record.event else {
-        return None;
-    };
-    let ns = known_u64_at(b, RECORD_BYTES)??;
-    if !switch.prev_traced && !wanted(prev.0) {
-        return None;
-    }
-    Some(BpfHit {
-        record: Record {
-            time: Time(switch.record.time.0.saturating_sub(1)),
-            event: Event::CpuTime {
-                tid: prev,
-                ns,
-                by: ChargedBy::of(prev, Tid(switch.current)),
-            },
-        },
-        current: switch.current,
-        cpu: switch.cpu,
-        side: true,
-        wait_ns: None,
-        prev_traced: false,
-        next_traced: false,
-        run_delay: known_u64_at(b, RECORD_BYTES + 8)?,
-        on_cpu_ns: known_u64_at(b, RECORD_BYTES + 16)?,
-        // The switch's, a ns earlier like the charge.
-        clock_lag: switch.clock_lag.map(|l| l.wrapping_sub(1)),
     })
 }
 
@@ -290,19 +252,9 @@ pub(crate) mod tests {
         r
     }
 
-    /// A switch record as the C program lays it out: `raw`'s and the stretch's CPU
-    /// time, the task's run_delay and wall time on the CPU (`u64::MAX`: not known).
-    pub(crate) fn raw_switch(time: u64, prev: u32, next: u32, stretch: [u64; 3]) -> Vec<u8> {
-        let mut r = raw(time, prev, K_SWITCH, 1, prev, next, 0x1, "");
-        for v in stretch {
-            r.extend_from_slice(&v.to_ne_bytes());
-        }
-        r
-    }
-
     #[test]
     fn each_kind_decodes_to_its_event() {
-        let mut switch = raw_switch(5, 10, 11, [u64::MAX; 3]);
+        let mut switch = raw(5, 10, K_SWITCH, 1, 10, 11, 0x1, "");
         switch[32..40].copy_from_slice(&1234u64.to_ne_bytes());
         switch[40] = PREV_TRACED | CLOCK_KNOWN;
         switch[44..48].copy_from_slice(&0x89ab_cdefu32.to_ne_bytes());
@@ -343,6 +295,36 @@ pub(crate) mod tests {
                 comm: "java".into()
             }
         );
+        let mut charge = raw(7, 3, K_CHARGE, 1, 12, 0, 4000, "");
+        charge[32..48].copy_from_slice(&[0xff; 16]);
+        let unknown = decode(&charge).unwrap();
+        assert_eq!((unknown.run_delay, unknown.on_cpu_ns), (None, None));
+        charge[40..48].copy_from_slice(&4321u64.to_ne_bytes());
+        assert_eq!(decode(&charge).unwrap().on_cpu_ns, Some(4321));
+        // The clock's lag in the second task's word.
+        charge[20..24].copy_from_slice(&0xfedc_ba98u32.to_ne_bytes());
+        assert_eq!(decode(&charge).unwrap().clock_lag, Some(0xfedc_ba98));
+        charge[32..40].copy_from_slice(&5678u64.to_ne_bytes());
+        let hit = decode(&charge).unwrap();
+        assert_eq!(hit.run_delay, Some(5678));
+        assert!(hit.side);
+        assert_eq!(
+            hit.record.event,
+            Event::CpuTime {
+                tid: Tid(12),
+                ns: 4000,
+                by: ChargedBy::Other,
+            }
+        );
+        // Written by the thread itself (its tick, its switch).
+        let own = decode(&raw(7, 12, K_CHARGE, 1, 12, 0, 4000, "")).unwrap();
+        assert!(matches!(
+            own.record.event,
+            Event::CpuTime {
+                by: ChargedBy::Itself,
+                ..
+            }
+        ));
         let mut bytes = raw(8, 3, K_MIGRATE, 1, 12, 0, 1, "");
         bytes[32..40].copy_from_slice(&8_500_000u64.to_ne_bytes());
         let hit = decode(&bytes).unwrap();
@@ -408,49 +390,9 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_switch_unfolds_into_the_charge_of_the_stretch_it_ends_then_itself() {
-        let mut bytes = raw_switch(5_000, 10, 11, [4_000, 5_678, 4_321]);
-        bytes[40] = PREV_TRACED | CLOCK_KNOWN;
-        bytes[44..48].copy_from_slice(&700u32.to_ne_bytes());
-        let switch = decode(&bytes).unwrap();
-        let charge = switch_charge(&bytes, &switch, |_| panic!("asked about a traced task"));
-        let charge = charge.unwrap();
-        // A ns before the switch, by the task leaving itself, the switch's clock.
-        assert_eq!(
-            charge.record,
-            Record {
-                time: Time(4_999),
-                event: Event::CpuTime {
-                    tid: Tid(10),
-                    ns: 4_000,
-                    by: ChargedBy::Itself,
-                },
-            }
-        );
-        assert_eq!((charge.current, charge.cpu, charge.side), (10, 1, true));
-        assert_eq!(
-            (charge.run_delay, charge.on_cpu_ns, charge.clock_lag),
-            (Some(5_678), Some(4_321), Some(699))
-        );
-        // Not known: no charge.
-        let unknown = raw_switch(5_000, 10, 11, [u64::MAX, 5_678, 4_321]);
-        let switch = decode(&unknown).unwrap();
-        assert!(switch_charge(&unknown, &switch, |_| true).is_none());
-        // Another program's (the task leaving is not traced): only when wanted, and
-        // with neither its run_delay nor its wall time.
-        let other = raw_switch(5_000, 10, 11, [4_000, u64::MAX, u64::MAX]);
-        let switch = decode(&other).unwrap();
-        assert!(switch_charge(&other, &switch, |t| t != 10).is_none());
-        let charge = switch_charge(&other, &switch, |t| t == 10).unwrap();
-        assert_eq!((charge.run_delay, charge.on_cpu_ns), (None, None));
-    }
-
-    #[test]
     fn short_records_and_unknown_kinds_do_not_decode() {
-        let r = raw_switch(5, 10, 11, [1, 2, 3]);
+        let r = raw(5, 10, K_SWITCH, 1, 10, 11, 0x1, "");
         assert!(decode(&r[..40]).is_none());
-        // A switch without the stretch's CPU time.
-        assert!(decode(&r[..RECORD_BYTES]).is_none());
         assert!(decode(&raw(5, 10, 99, 1, 10, 11, 0x1, "")).is_none());
         // An exec without its file name.
         assert!(decode(&raw(9, 3, K_EXEC, 0, 3, 0, 0, "")).is_none());

@@ -16,8 +16,7 @@
 //!    (records written from an interrupt inside another program are reserved after it
 //!    but stamped before it);
 //! 2. hand them to their CPU's queue (migrations and charges as the unfiltered stream,
-//!    which only dates recovered switches; each switch record carries the CPU time of
-//!    the stretch it ends, unfolded into a charge before it), count the records the programs could not
+//!    which only dates recovered switches), count the records the programs could not
 //!    write (the buffer was full) as a loss at that CPU's last record;
 //! 3. release each queue up to `now - SLACK`, as the ftrace source does; the wakeups
 //!    the programs did not see, and the migrations, made up from the switch records
@@ -32,7 +31,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
-use sonda_trace::{Event, Record};
+use sonda_trace::Record;
 
 use super::bpf_record::{self, BpfHit};
 use super::bpf_ring::Ring;
@@ -134,10 +133,6 @@ pub struct BpfSource {
     pending: Vec<Vec<BpfHit>>,
     /// Per CPU number: the time of the last record queued (where a loss is placed).
     last_time: Vec<u64>,
-    /// Per CPU number: the task the last switch read (in ring order) put on it. Another
-    /// program's stretch that began with a switch read is not made a charge: such a
-    /// charge only dates a switch-in the programs did not report.
-    switched_in: Vec<u32>,
     /// Per CPU number: the counts of lost records already passed on.
     accounted: Vec<u64>,
     /// Reads since the loss counts were last read (see [`LOSS_CHECK_EVERY`]).
@@ -160,7 +155,7 @@ pub struct BpfSource {
 
 /// The programs, attached in this order (creations before the events of what they
 /// create).
-const PROGRAMS: [&str; 10] = [
+const PROGRAMS: [&str; 11] = [
     "task_newtask",
     "sched_process_free",
     "sched_process_exec",
@@ -170,6 +165,7 @@ const PROGRAMS: [&str; 10] = [
     "sched_waking",
     "sched_wakeup",
     "sched_migrate_task",
+    "sched_stat_runtime",
     "sched_switch",
 ];
 
@@ -241,7 +237,6 @@ impl BpfSource {
             queues: Vec::new(),
             pending: Vec::new(),
             last_time: Vec::new(),
-            switched_in: Vec::new(),
             accounted: Vec::new(),
             reads_unchecked: 0,
             foreign,
@@ -335,45 +330,29 @@ impl BpfSource {
         // goes out as is: it names no running task, and the recorder's watermark puts
         // it in time order.
         let mut made = Vec::new();
-        let (pending, unseen, clock_lag, switch_clock, last_time, switched_in) = (
+        let (pending, unseen, clock_lag, switch_clock, last_time) = (
             &mut self.pending,
             &mut self.unseen,
             &mut self.clock_lag,
             &mut self.switch_clock,
             &self.last_time,
-            &mut self.switched_in,
         );
-        let mut take = |mut hit: BpfHit| {
-            if let (Some(on_cpu), Some(lag)) = (&mut hit.on_cpu_ns, hit.clock_lag) {
-                // Measured by a clock updated some µs before the charge: see
-                // `clock_lag`.
-                *on_cpu += clock_lag.correction(hit.record.time.0, lag);
-            }
-            let cpu = usize::from(hit.cpu);
-            if pending.len() <= cpu {
-                pending.resize_with(cpu + 1, Vec::new);
-            }
-            // Before the unseen wakeups are dated from it (see `switch_clock`).
-            let floor = last_time.get(cpu).copied().unwrap_or(0);
-            switch_clock.date(&mut hit, &mut pending[cpu], floor, |t| unseen.by_others(t));
-            unseen.see(&hit, &mut made);
-            pending[cpu].push(hit);
-        };
         let consumed = self.ring.consume(|bytes| match bpf_record::decode(bytes) {
-            Some(hit) => {
-                if let Event::Switch { next, .. } = hit.record.event {
-                    let cpu = usize::from(hit.cpu);
-                    if switched_in.len() <= cpu {
-                        switched_in.resize(cpu + 1, 0);
-                    }
-                    let last_in = std::mem::replace(&mut switched_in[cpu], next.0);
-                    if let Some(charge) =
-                        bpf_record::switch_charge(bytes, &hit, |prev| prev != last_in)
-                    {
-                        take(charge);
-                    }
+            Some(mut hit) => {
+                if let (Some(on_cpu), Some(lag)) = (&mut hit.on_cpu_ns, hit.clock_lag) {
+                    // Measured by a clock updated some µs before the charge: see
+                    // `clock_lag`.
+                    *on_cpu += clock_lag.correction(hit.record.time.0, lag);
                 }
-                take(hit);
+                let cpu = usize::from(hit.cpu);
+                if pending.len() <= cpu {
+                    pending.resize_with(cpu + 1, Vec::new);
+                }
+                // Before the unseen wakeups are dated from it (see `switch_clock`).
+                let floor = last_time.get(cpu).copied().unwrap_or(0);
+                switch_clock.date(&mut hit, &mut pending[cpu], floor, |t| unseen.by_others(t));
+                unseen.see(&hit, &mut made);
+                pending[cpu].push(hit);
             }
             None => undecodable += 1,
         });

@@ -16,15 +16,14 @@
 //! ```
 //!
 //! The recovered switch is dated by the first CPU-time charge of the arriving task on
-//! this CPU (ftrace's `sched_stat_runtime`, written at the next tick or before the task
-//! leaves the CPU; the BPF source's, carried by its switch-out): less its wall time on
-//! the CPU when the source gives it (the BPF programs, from `sched_info.last_arrival`),
-//! else less its runtime, the stretch since the switch-in in the task clock, which
-//! leaves out stolen time (the switch-in then comes out late by the steal). A record
-//! the task wrote with its wall time on the CPU (a BPF waking or wakeup) dates it the
-//! same way, where it comes first: the BPF source charges a stretch only at its end.
-//! Never before the CPU's previous traced-task record; without such a record among
-//! those read so far, at its first event. Its `prev_state` is 0:
+//! this CPU (`sched_stat_runtime`, written at the next tick or before the task leaves
+//! the CPU): less its wall time on the CPU when the source gives it (the BPF programs,
+//! from `sched_info.last_arrival`), else less its runtime, the stretch since the
+//! switch-in in the task clock, which leaves out stolen time (the switch-in then comes
+//! out late by the steal). A record the task wrote with its wall time on the CPU (a BPF
+//! waking or wakeup) dates it the same way, where it comes first. Never before the
+//! CPU's previous traced-task record; without such a record among those read so far,
+//! at its first event. Its `prev_state` is 0:
 //! the silent task's state is unknown (it is never a followed thread, whose own records
 //! are reported).
 //!
@@ -148,9 +147,9 @@ impl CpuQueue {
 
     /// [`CpuQueue::event`] with the wall time `current` had been on this CPU when the
     /// record was written (`on_cpu_ns`, when known): should the record reveal a
-    /// switch-in the tracepoint did not report, it dates it, as a charge's does. The
-    /// BPF source charges a stretch only at its end (its switch-out), so without this a
-    /// long stretch revealed by an earlier record would be dated at that record.
+    /// switch-in the tracepoint did not report, it dates it, as a charge's does, where
+    /// it comes before the task's first charge (else the switch-in would be dated at
+    /// the record).
     pub fn event_running_since(&mut self, record: Record, current: u32, on_cpu_ns: Option<u64>) {
         self.held.push_back(Held {
             record,
@@ -939,8 +938,7 @@ mod tests {
     }
 
     /// A record of the task itself that says since when it runs (a BPF wakeup it wrote)
-    /// dates the switch-in it reveals, where the stretch's charge comes only at its
-    /// switch-out, after the records read so far.
+    /// dates the switch-in it reveals, where no charge of the stretch is read yet.
     #[test]
     fn a_record_with_its_writers_wall_time_on_the_cpu_dates_the_switch_in() {
         // 9 switched in at 40 unreported, woke 8 at 80 (40 ns on the CPU by then); its

@@ -13,13 +13,11 @@
 // - a wakeup when the woken task or the running one (the waker) is traced;
 // - a creation, exit, exec or rename when the running task is traced (a rename also
 //   when the renamed one is);
-// - a migration when the task it is about is traced: the kernel writes those from any
-//   task's context (the load balancer);
-// - no CPU-time charge of its own: each switch record carries the CPU time of the
-//   stretch it ends, the task's `se.sum_exec_runtime` now less what it was at the
-//   switch-in (`running` below). What `sched_stat_runtime` reported, at every tick and
-//   at every enqueue on the task's CPU, added up to the same per stretch, at 60-75 k
-//   program runs a second on Tomcat, a third of all (docs/overhead.md).
+// - a migration or a CPU-time charge when the task it is about is traced: the kernel
+//   writes those from any task's context (the load balancer, another program's wakeup);
+// - another program's charge when it is the first of a task found running on its CPU
+//   without a reported switch (`running` below): it dates the switch the tracepoint
+//   did not report, which `cpu_queue.rs` recovers.
 // A task created by a traced task is traced from its creation on; one created by an
 // excluded task (the collector's own threads) is excluded.
 //
@@ -72,8 +70,6 @@ struct cfs_rq {
     struct rq *rq;
 };
 struct sched_entity {
-    u64 sum_exec_runtime;
-    u64 prev_sum_exec_runtime;
     struct cfs_rq *cfs_rq;
 };
 struct task_struct {
@@ -125,19 +121,13 @@ struct {
     __type(value, u32);
 } settings SEC(".maps");
 
-// Per CPU: the task arriving at the last switch the tracepoint reported and its
-// `se.sum_exec_runtime` then (`known` 0 until the first switch), which the switch
-// taking it off the CPU subtracts from its sum then: the CPU time of the stretch.
-struct run_start {
-    u32 tid;
-    u32 known;
-    u64 sum;
-};
+// Per CPU: the task arriving at the last switch the tracepoint reported, or the task
+// last found running without one (whose first charge was then written).
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
     __type(key, u32);
-    __type(value, struct run_start);
+    __type(value, u32);
 } running SEC(".maps");
 
 // Per CPU: counts[COUNT_LOST], records not written because the ring buffer was full;
@@ -168,6 +158,7 @@ enum kind {
     K_EXEC = 7,
     K_RENAME = 8,
     K_MIGRATE = 9,
+    K_CHARGE = 10,
 };
 
 // One event, 48 bytes (bpf_record.rs).
@@ -180,14 +171,6 @@ struct record {
     u32 b;       // a second task or a CPU
     u64 c;       // prev_state, clone flags, runtime
     char text[16];
-};
-
-// A switch: the record and the CPU time of the stretch it ends (`switch_charge`).
-struct switch_record {
-    struct record r;
-    u64 runtime;   // the task leaving: CPU time since its switch-in (WAIT_UNKNOWN: not known)
-    u64 run_delay; // the task leaving, when traced: `sched_info.run_delay`
-    u64 on_cpu;    // the task leaving, when traced: wall time since its switch-in
 };
 
 // An exec: the record and the file name.
@@ -286,6 +269,14 @@ static __always_inline u32 current_tid(void)
     return (u32)bpf_get_current_pid_tgid();
 }
 
+static __always_inline void set_running(u32 tid)
+{
+    u32 zero = 0;
+    u32 *slot = bpf_map_lookup_elem(&running, &zero);
+    if (slot)
+        *slot = tid;
+}
+
 // The `prev_state` ftrace writes (`__trace_sched_switch_state`): TASK_REPORT_MAX when
 // preempted, else the highest reported state bit, TASK_IDLE as TASK_REPORT_IDLE and an
 // rtlock wait as uninterruptible.
@@ -335,32 +326,6 @@ static __always_inline u64 run_queue_wait(struct task_struct *next, u64 now)
     return now > queued ? now - queued : 0;
 }
 
-// The CPU time the task leaving (`prev`, tid `p`) had since its switch-in, and the task
-// arriving noted for its own switch-out. The CPU's slot knows it when the switch-in was
-// reported here; else (the first stretch of a recording, or a switch-in while a silent
-// task ran, see cpu_queue.rs) the scheduler's own mark, which it sets when it picks a
-// task (`set_next_entity`) and may also set without a switch (a renice of the running
-// task), so it comes second. The sum is brought up to date (`put_prev_task`'s
-// `update_curr`) before this tracepoint.
-static __always_inline u64 stretch_runtime(struct task_struct *prev, u32 p,
-                                           struct task_struct *next, u32 n)
-{
-    u32 zero = 0;
-    struct run_start *slot = bpf_map_lookup_elem(&running, &zero);
-    u64 sum = prev->se.sum_exec_runtime;
-    u64 since = prev->se.prev_sum_exec_runtime;
-    if (slot) {
-        if (slot->known && slot->tid == p)
-            since = slot->sum;
-        slot->tid = n;
-        slot->known = 1;
-        slot->sum = next->se.sum_exec_runtime;
-    }
-    if (p == 0 || since > sum)
-        return WAIT_UNKNOWN;
-    return sum - since;
-}
-
 SEC("tp_btf/sched_switch")
 int sched_switch(u64 *ctx)
 {
@@ -369,19 +334,15 @@ int sched_switch(u64 *ctx)
     struct task_struct *next = (struct task_struct *)ctx[2];
     u32 prev_state = (u32)ctx[3];
     u32 p = prev->pid, n = next->pid;
-    u64 runtime = stretch_runtime(prev, p, next, n);
+    set_running(n);
     bool tp = traced(p), tn = traced(n);
     if (!tp && !tn) {
         count(COUNT_SKIPPED);
         return 0;
     }
-    struct switch_record *s = bpf_ringbuf_reserve(&records, sizeof(*s), 0);
-    if (!s) {
-        count(COUNT_LOST);
+    struct record *r = emit(K_SWITCH, p, p, n, switch_state(preempt, prev_state, prev));
+    if (!r)
         return 0;
-    }
-    struct record *r = &s->r;
-    fill(r, K_SWITCH, p, p, n, switch_state(preempt, prev_state, prev));
     __builtin_memset(r->text, 0, sizeof(r->text));
     struct switch_text *t = (struct switch_text *)r->text;
     // This CPU's run queue, through the task's: `runqueues` itself has no address
@@ -390,24 +351,7 @@ int sched_switch(u64 *ctx)
     t->flags = (tp ? PREV_TRACED : 0) | (tn ? NEXT_TRACED : 0) | (now ? CLOCK_KNOWN : 0);
     t->wait = tn ? run_queue_wait(next, now) : WAIT_UNKNOWN;
     t->clock_lag = (u32)(r->time - now);
-    // The stretch's CPU time, and what the charges of `sched_stat_runtime` carried: the
-    // task's run_delay (schedstat's waiting up to this switch-in: with it the reader
-    // dates a wakeup whose switch-in it did not see either, bpf_unseen.rs) and the wall
-    // time since its switch-in by the run queue's clock (`sched_info.last_arrival`,
-    // which `sched_info_switch` replaces only after this tracepoint): a switch-in the
-    // programs did not report is dated by it (cpu_queue.rs), where the CPU time leaves
-    // out what the hypervisor stole. The reader unfolds them into a charge before the
-    // switch (bpf_record.rs).
-    s->runtime = runtime;
-    s->run_delay = WAIT_UNKNOWN;
-    s->on_cpu = WAIT_UNKNOWN;
-    u64 arrived = prev->sched_info.last_arrival;
-    if (tp && p) {
-        s->run_delay = prev->sched_info.run_delay;
-        if (arrived && now)
-            s->on_cpu = now > arrived ? now - arrived : 0;
-    }
-    bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+    submit(r);
     return 0;
 }
 
@@ -415,9 +359,8 @@ int sched_switch(u64 *ctx)
 // is traced, its wall time on this CPU since its switch-in by its run queue's clock
 // (`sched_info.last_arrival`), and the record's time less that clock, low 32 bits (as a
 // switch's `clock_lag`); all ones when not known. The reader dates by it a switch-in
-// of that task the programs did not report, which this record reveals (cpu_queue.rs):
-// a stretch's CPU time now comes only at its end (`stretch_runtime`), where the
-// charges of `sched_stat_runtime` came at every tick.
+// of that task the programs did not report, which this record reveals (cpu_queue.rs),
+// when it comes before the task's first charge.
 struct running_text {
     u64 on_cpu;
     u32 clock_lag;
@@ -583,6 +526,54 @@ int sched_migrate_task(u64 *ctx)
     u64 *text = (u64 *)r->text;
     text[0] = p->sched_info.run_delay;
     text[1] = WAIT_UNKNOWN;
+    submit(r);
+    return 0;
+}
+
+SEC("tp_btf/sched_stat_runtime")
+int sched_stat_runtime(u64 *ctx)
+{
+    struct task_struct *p = (struct task_struct *)ctx[0];
+    u64 runtime = ctx[1];
+    u32 tid = p->pid;
+    u32 current = current_tid();
+    bool mine = traced(tid);
+    if (!mine) {
+        // Another program's charge: written only when it is the first of a task found
+        // running here without a reported switch, to date that switch.
+        u32 zero = 0;
+        u32 *slot = bpf_map_lookup_elem(&running, &zero);
+        if (tid != current || !slot || *slot == tid) {
+            count(COUNT_SKIPPED);
+            return 0;
+        }
+        *slot = tid;
+    }
+    struct record *r = emit(K_CHARGE, current, tid, 0, runtime);
+    if (!r)
+        return 0;
+    // The task's run_delay (schedstat's waiting, as of its last switch-in): with it
+    // the reader dates a wakeup whose switch-in it did not see either (bpf_unseen.rs).
+    // Then the wall time it has been on its CPU, by its run queue's clock (now, for
+    // the charge: updated just before) less `sched_info.last_arrival` (that clock at
+    // its switch-in): a switch-in the programs did not report is dated by it
+    // (cpu_queue.rs), where the charge itself leaves out what the hypervisor stole.
+    // Both words of the text are written below.
+    u64 *text = (u64 *)r->text;
+    text[0] = mine ? p->sched_info.run_delay : WAIT_UNKNOWN;
+    text[1] = WAIT_UNKNOWN;
+    u64 arrived = p->sched_info.last_arrival;
+    struct rq *rq = p->se.cfs_rq->rq;
+    if (mine && arrived && rq) {
+        u64 now = rq->clock;
+        text[1] = now > arrived ? now - arrived : 0;
+        // How far the run queue's clock lags the record's time, low 32 bits (the two
+        // clocks differ by a constant the reader takes out): the clock was updated
+        // some µs before this charge, a different amount each time, and the wall time
+        // above is short by that much; the reader corrects it by the least lag seen
+        // lately (clock_lag.rs).
+        r->b = (u32)(r->time - now);
+    }
     submit(r);
     return 0;
 }
