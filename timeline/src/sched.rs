@@ -933,9 +933,6 @@ mod tests {
         assert_eq!((s.since(), s.state()), (Time(50_000), Sleeping));
     }
 
-    /// What the kernel's charges leave out of a Running stretch is stolen, at the end
-    /// of the stretch between the two charges; jitter below the floor is not, and is
-    /// carried over (here it adds up to a steal the next stretch pays).
     /// Steal is never put before a call edge of its stretch (`running_ns` read there):
     /// the calls took that time as running. The recording that found it: a worker
     /// switched in at 1878.587 ms, its vCPU stopped, a call entered at 1882.130 ms, and
@@ -1004,6 +1001,9 @@ mod tests {
         );
     }
 
+    /// What the kernel's charges leave out of a Running stretch is stolen, at the end
+    /// of the stretch between the two charges; jitter below the floor is not, and is
+    /// carried over (here it adds up to a steal the next stretch pays).
     #[test]
     fn charges_short_of_the_wall_time_are_stolen() {
         let mut s = fresh();
