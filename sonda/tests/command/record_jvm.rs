@@ -12,7 +12,7 @@ use std::process::Command;
 
 use crate::common::*;
 use sonda_tests::{require, require_tracepoints, KeptOnFailure};
-use sonda_trace::{Event, Runtime};
+use sonda_trace::{Event, Runtime, Tid};
 
 /// How far outside a running interval an event may be: the TSC conversion error (tens of
 /// ns) plus the time between a tracepoint's clock read and the switch itself.
@@ -31,14 +31,13 @@ fn jvm_available() -> bool {
         )
 }
 
-/// Whether a kernel record is about thread `tid`.
+/// Whether a kernel scheduler record is about thread `tid` (a switch or a waking can
+/// name two).
 fn names(event: &Event, tid: u32) -> bool {
     match *event {
         Event::Switch { prev, next, .. } => prev.0 == tid || next.0 == tid,
-        Event::Waking { waker, wakee, .. } => waker.0 == tid || wakee.0 == tid,
-        Event::Wakeup { wakee, .. } => wakee.0 == tid,
-        Event::Migrate { tid: t, .. } | Event::CpuTime { tid: t, .. } => t.0 == tid,
-        _ => false,
+        Event::Waking { waker, .. } if waker.0 == tid => true,
+        _ => event.is_sched_tracepoint() && event.tid() == Some(Tid(tid)),
     }
 }
 
@@ -168,7 +167,6 @@ fn agent_events_fall_inside_their_threads_running_intervals() {
             .iter()
             .filter(|r| (r.time.0 as i64 - t).abs() <= 300_000)
             .filter(|r| names(&r.event, tid))
-            .filter(|r| !matches!(r.event, Event::Enter { .. } | Event::Leave { .. }))
             .map(|r| format!("{:+} ns {:?}", r.time.0 as i64 - t, r.event))
             .collect();
         told.push(format!(
