@@ -72,6 +72,22 @@ pub fn kernel_counters(meta: &sonda_trace::TraceMeta) -> String {
     words.join(" ")
 }
 
+/// The machine's CPU time so far and the part of it the hypervisor stole, in clock
+/// ticks (`/proc/stat`'s first line: user, nice, system, idle, iowait, irq, softirq,
+/// steal), to say how disturbed a run was. A kernel with paravirtual steal accounting
+/// leaves steal out of the task clock, hence out of schedstat and the JVM's CPU clock.
+pub fn cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    Some((fields.iter().take(8).sum(), *fields.get(7)?))
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

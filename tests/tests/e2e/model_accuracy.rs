@@ -57,22 +57,6 @@ const WARMUP_S: f64 = 1.0;
 /// Seconds ServiceDemo runs: the warm-up, then 3 s measured.
 const SECONDS: &str = "4";
 
-/// The machine's CPU time so far and the part of it the hypervisor stole, in ticks
-/// (`/proc/stat`'s first line), to say how disturbed a run was: the model's CPU service
-/// holds the steal where the JVM's clock leaves it out (stop 38 saw a run with 40% of a
-/// call's CPU time stolen and every figure off).
-fn cpu_ticks() -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()?
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    Some((fields.iter().take(8).sum(), *fields.get(7)?))
-}
-
 fn measured(csv: &Path, cpus: f64) -> BTreeMap<String, Measured> {
     let text = std::fs::read_to_string(csv).unwrap();
     let mut lines = text.lines();
@@ -241,9 +225,11 @@ fn the_model_predicts_servicedemo_at_three_loads_alone_and_beside_a_cpu_hog() {
                 .arg(&csv)
                 .arg("--dir")
                 .arg(dir.join("data"));
-            let ticks_before = cpu_ticks();
+            // How disturbed the run was (stop 38 saw a run with 40% of a call's CPU time
+            // stolen and every figure off).
+            let ticks_before = sonda_tests::cpu_ticks();
             let rec = run(&mut cmd);
-            let stolen = match (ticks_before, cpu_ticks()) {
+            let stolen = match (ticks_before, sonda_tests::cpu_ticks()) {
                 (Some((t0, s0)), Some((t1, s1))) if t1 > t0 => {
                     format!(
                         ", the host stole {:.1}% of the CPUs",

@@ -250,14 +250,7 @@ pub fn close_enough(got: u64, want: u64, over: u64, under: u64) -> bool {
 /// clock ticks). A kernel with paravirtual steal accounting leaves it out of the task
 /// clock, hence out of schedstat's running time.
 pub fn stolen_cpu_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let cpu = stat.lines().next().unwrap_or_default();
-    // cpu user nice system idle iowait irq softirq steal
-    let steal: u64 = cpu
-        .split_whitespace()
-        .nth(8)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let steal = sonda_tests::cpu_ticks().map_or(0, |(_, steal)| steal);
     steal * 1_000_000_000 / clock_ticks_per_s()
 }
 
