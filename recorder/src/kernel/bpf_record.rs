@@ -15,11 +15,9 @@
 //! the run queue's clock, low 32 bits (`u32` at 44, as a charge's `b`). A charge's text
 //! holds the task's `sched_info.run_delay` (`u64` at 32) and its wall time on its CPU
 //! since its switch-in by its run queue's clock (`u64` at 40), each all ones when the
-//! task is not traced. A waking's or wakeup's text holds the running task's wall time
-//! on its CPU since its switch-in (`u64` at 32, all ones unless that task is traced)
-//! and the record's time less the run queue's clock that was measured by (`u32` at
-//! 40). A migration's text holds the task's `sched_info.run_delay` as the move left it
-//! (`u64` at 32: a queued task is dequeued first, its wait so far added).
+//! task is not traced. A migration's text holds the task's `sched_info.run_delay` as
+//! the move left it (`u64` at 32: a queued task is dequeued first, its wait so far
+//! added).
 //!
 //! The layout is this crate's own, fixed by the C file beside it: unlike a tracepoint's
 //! payload it does not change with the kernel (the programs read the kernel's
@@ -72,11 +70,9 @@ pub struct BpfHit {
     pub run_delay: Option<u64>,
     /// A CPU-time charge of a traced task: the wall time it has been on its CPU since
     /// its switch-in, by its run queue's clock (`sched_info.last_arrival`), which
-    /// counts what the charges leave out (steal). A waking or a wakeup written while a
-    /// traced task ran: that running task's (`current`'s), which dates its switch-in
-    /// when the programs did not report it (`CpuQueue::event_running_since`).
+    /// counts what the charges leave out (steal).
     pub on_cpu_ns: Option<u64>,
-    /// A record with `on_cpu_ns`, and a switch: the record's time less the run queue's
+    /// A charge with `on_cpu_ns`, and a switch: the record's time less the run queue's
     /// clock it was measured (a switch: dated) by, low 32 bits (differences of two are
     /// what matter: see `ClockLag`, `switch_clock`).
     pub clock_lag: Option<u32>,
@@ -145,26 +141,17 @@ pub fn decode(b: &[u8]) -> Option<BpfHit> {
                 charge: None,
             }
         }
-        K_WAKING | K_WAKEUP | K_WAKEUP_NEW => {
-            on_cpu_ns = known_u64_at(b, 32)?;
-            if on_cpu_ns.is_some() {
-                clock_lag = Some(u32_at(b, 40)?);
-            }
-            if kind == K_WAKING {
-                Event::Waking {
-                    cpu: Cpu(cpu),
-                    waker: Tid(current),
-                    wakee: Tid(a),
-                }
-            } else {
-                Event::Wakeup {
-                    target: Cpu(bb as u16),
-                    wakee: Tid(a),
-                    new_task: kind == K_WAKEUP_NEW,
-                    waking: None,
-                }
-            }
-        }
+        K_WAKING => Event::Waking {
+            cpu: Cpu(cpu),
+            waker: Tid(current),
+            wakee: Tid(a),
+        },
+        K_WAKEUP | K_WAKEUP_NEW => Event::Wakeup {
+            target: Cpu(bb as u16),
+            wakee: Tid(a),
+            new_task: kind == K_WAKEUP_NEW,
+            waking: None,
+        },
         // The program gives the new task's process (its tgid) itself.
         K_NEWTASK => Event::NewTask {
             parent: Tid(current),
@@ -347,16 +334,6 @@ pub(crate) mod tests {
                 wakee: Tid(12)
             }
         );
-        // The running task's wall time on its CPU, and the clock's lag, when it is
-        // traced; all ones when not.
-        let mut waking = raw(9, 3, K_WAKING, 0, 12, 0, 0, "");
-        waking[32..40].copy_from_slice(&7_000u64.to_ne_bytes());
-        waking[40..44].copy_from_slice(&55u32.to_ne_bytes());
-        let hit = decode(&waking).unwrap();
-        assert_eq!((hit.on_cpu_ns, hit.clock_lag), (Some(7_000), Some(55)));
-        waking[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
-        let hit = decode(&waking).unwrap();
-        assert_eq!((hit.on_cpu_ns, hit.clock_lag), (None, None));
         let hit = decode(&raw(9, 3, K_WAKEUP_NEW, 0, 12, 1, 0, "")).unwrap();
         assert_eq!(
             hit.record.event,

@@ -377,7 +377,7 @@ impl BpfSource {
                     queue.unfiltered_event(hit.record, hit.on_cpu_ns);
                 } else {
                     self.foreign.filtered(&hit.record);
-                    queue.event_running_since(hit.record, hit.current, hit.on_cpu_ns);
+                    queue.event(hit.record, hit.current);
                 }
             }
         }

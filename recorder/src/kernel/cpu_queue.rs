@@ -20,10 +20,8 @@
 //! the CPU): less its wall time on the CPU when the source gives it (the BPF programs,
 //! from `sched_info.last_arrival`), else less its runtime, the stretch since the
 //! switch-in in the task clock, which leaves out stolen time (the switch-in then comes
-//! out late by the steal). A record the task wrote with its wall time on the CPU (a BPF
-//! waking or wakeup) dates it the same way, where it comes first. Never before the
-//! CPU's previous traced-task record; without such a record among those read so far,
-//! at its first event. Its `prev_state` is 0:
+//! out late by the steal); never before the CPU's previous traced-task record; without
+//! such a charge among the records read so far, at its first event. Its `prev_state` is 0:
 //! the silent task's state is unknown (it is never a followed thread, whose own records
 //! are reported).
 //!
@@ -48,10 +46,6 @@ struct Held {
     current: u32,
     /// `common_flags` of the event (see `sched_events::flags`), 0 when not known.
     flags: u8,
-    /// The wall time `current` had been on this CPU when the record was written, where
-    /// the source knows it (the BPF programs' wakeups: see
-    /// [`CpuQueue::event_running_since`]).
-    on_cpu_ns: Option<u64>,
 }
 
 /// A record of the unfiltered stream, and for a CPU-time charge the wall time its task
@@ -130,7 +124,6 @@ impl CpuQueue {
 
     /// The next tracepoint event of this CPU (in the order of its buffer), written while
     /// `current` was running.
-    #[cfg(test)]
     pub fn event(&mut self, record: Record, current: u32) {
         self.event_in(record, current, 0);
     }
@@ -141,21 +134,6 @@ impl CpuQueue {
             record,
             current,
             flags,
-            on_cpu_ns: None,
-        });
-    }
-
-    /// [`CpuQueue::event`] with the wall time `current` had been on this CPU when the
-    /// record was written (`on_cpu_ns`, when known): should the record reveal a
-    /// switch-in the tracepoint did not report, it dates it, as a charge's does, where
-    /// it comes before the task's first charge (else the switch-in would be dated at
-    /// the record).
-    pub fn event_running_since(&mut self, record: Record, current: u32, on_cpu_ns: Option<u64>) {
-        self.held.push_back(Held {
-            record,
-            current,
-            flags: 0,
-            on_cpu_ns,
         });
     }
 
@@ -193,7 +171,6 @@ impl CpuQueue {
             record,
             current: LOSS,
             flags: 0,
-            on_cpu_ns: None,
         });
     }
 
@@ -260,7 +237,6 @@ impl CpuQueue {
                 record,
                 current,
                 flags,
-                on_cpu_ns,
             }) = self.held.pop_front()
             else {
                 return;
@@ -273,7 +249,7 @@ impl CpuQueue {
                 self.running = None;
             } else {
                 if let Some(running) = self.running.filter(|r| *r != current) {
-                    let at = self.switch_in_time(current, &record, on_cpu_ns);
+                    let at = self.switch_in_time(current, &record);
                     stats.repaired += 1;
                     let recovered = Record {
                         time: Time(at),
@@ -320,32 +296,24 @@ impl CpuQueue {
         }
     }
 
-    /// When `task`, found running by `first` (already taken off the queue; written
-    /// `first_on_cpu` after the task's switch-in, when known), was switched in: by the
-    /// first record of its stretch on this CPU that says since when it runs (a CPU-time
-    /// charge, a record carrying its wall time on the CPU; up to its switch-out or the
-    /// next record of another task, among the records read so far), else at `first`;
-    /// never before the CPU's previous filtered record.
-    fn switch_in_time(&self, task: u32, first: &Record, first_on_cpu: Option<u64>) -> u64 {
+    /// When `task`, found running by `first` (already taken off the queue), was
+    /// switched in: by its first CPU-time charge on this CPU in its stretch (up to its
+    /// switch-out or the next record of another task, among the records read so far),
+    /// else at `first`; never before the CPU's previous filtered record.
+    fn switch_in_time(&self, task: u32, first: &Record) -> u64 {
         // The first charge of the stretch: (its time, the switch-in it implies).
         let charge = |r: &Record| charge_of(r, task, None);
-        // A record written by the task itself with its wall time on the CPU.
-        let running = |r: &Record, on_cpu: Option<u64>| {
-            on_cpu.map(|d| (r.time.0, switch_in_of_charge(r.time.0, 0, Some(d))))
-        };
         // The stretch ends at the switch-out (whose charge comes before it), or at the
         // first record of another task.
         let mut end = first.time.0;
-        let mut found = charge(first).or_else(|| running(first, first_on_cpu));
+        let mut found = charge(first);
         if !matches!(first.event, Event::Switch { .. }) {
             for h in &self.held {
                 end = h.record.time.0;
                 if h.current != task {
                     break;
                 }
-                found = found
-                    .or_else(|| charge(&h.record))
-                    .or_else(|| running(&h.record, h.on_cpu_ns));
+                found = found.or_else(|| charge(&h.record));
                 if matches!(h.record.event, Event::Switch { .. }) {
                     break;
                 }
@@ -935,40 +903,6 @@ mod tests {
         feed(&mut q, &[switch(90, 9, 0)]);
         let (out, _) = release(&mut q, u64::MAX);
         assert_eq!(out[0], recovered(60, 75, 9));
-    }
-
-    /// A record of the task itself that says since when it runs (a BPF wakeup it wrote)
-    /// dates the switch-in it reveals, where no charge of the stretch is read yet.
-    #[test]
-    fn a_record_with_its_writers_wall_time_on_the_cpu_dates_the_switch_in() {
-        // 9 switched in at 40 unreported, woke 8 at 80 (40 ns on the CPU by then); its
-        // switch-out is not read yet.
-        let mut q = CpuQueue::new(1);
-        feed(&mut q, &[switch(10, 7, 75)]);
-        let (w, current) = waking(80, 9, 8);
-        q.event_running_since(w, current, Some(40));
-        let (out, stats) = release(&mut q, u64::MAX);
-        assert_eq!(out[1], recovered(40, 75, 9), "{out:?}");
-        assert_eq!(stats.repaired, 1);
-        // Without it, at the revealing record.
-        let mut q = CpuQueue::new(1);
-        feed(&mut q, &[switch(10, 7, 75), waking(80, 9, 8)]);
-        let (out, _) = release(&mut q, u64::MAX);
-        assert_eq!(out[1], recovered(80, 75, 9), "{out:?}");
-        // A later record of the stretch says it too.
-        let mut q = CpuQueue::new(1);
-        feed(&mut q, &[switch(10, 7, 75), waking(70, 9, 8)]);
-        let (w, current) = waking(80, 9, 6);
-        q.event_running_since(w, current, Some(40));
-        let (out, _) = release(&mut q, u64::MAX);
-        assert_eq!(out[1], recovered(40, 75, 9), "{out:?}");
-        // Never before the CPU's previous record.
-        let mut q = CpuQueue::new(1);
-        feed(&mut q, &[switch(10, 7, 75)]);
-        let (w, current) = waking(80, 9, 8);
-        q.event_running_since(w, current, Some(75));
-        let (out, _) = release(&mut q, u64::MAX);
-        assert_eq!(out[1], recovered(10, 75, 9), "{out:?}");
     }
 
     /// A charge that carries its task's wall time on the CPU dates the switch-in by it:

@@ -355,51 +355,14 @@ int sched_switch(u64 *ctx)
     return 0;
 }
 
-// A wakeup's text: when the running task (the waker, or the task an interrupt came in)
-// is traced, its wall time on this CPU since its switch-in by its run queue's clock
-// (`sched_info.last_arrival`), and the record's time less that clock, low 32 bits (as a
-// switch's `clock_lag`); all ones when not known. The reader dates by it a switch-in
-// of that task the programs did not report, which this record reveals (cpu_queue.rs),
-// when it comes before the task's first charge.
-struct running_text {
-    u64 on_cpu;
-    u32 clock_lag;
-    u32 unused;
-};
-
-static __always_inline void running_since(struct record *r, bool mine)
-{
-    struct running_text *t = (struct running_text *)r->text;
-    __builtin_memset(r->text, 0, sizeof(r->text));
-    t->on_cpu = WAIT_UNKNOWN;
-    if (!mine)
-        return;
-    struct task_struct *cur = bpf_get_current_task_btf();
-    u64 arrived = cur->sched_info.last_arrival;
-    struct rq *rq = cur->se.cfs_rq->rq;
-    if (!arrived || !rq)
-        return;
-    u64 now = rq->clock;
-    if (!now)
-        return;
-    t->on_cpu = now > arrived ? now - arrived : 0;
-    t->clock_lag = (u32)(r->time - now);
-}
-
 static __always_inline void wake(u32 kind, struct task_struct *p, u32 target)
 {
     u32 current = current_tid();
     u32 wakee = p->pid;
-    bool mine = traced(current);
-    if (!traced(wakee) && !mine) {
+    if (traced(wakee) || traced(current))
+        write(kind, current, wakee, target, 0);
+    else
         count(COUNT_SKIPPED);
-        return;
-    }
-    struct record *r = emit(kind, current, wakee, target, 0);
-    if (!r)
-        return;
-    running_since(r, mine);
-    submit(r);
 }
 
 SEC("tp_btf/sched_waking")
